@@ -1,0 +1,34 @@
+"""``label_pool``: distractors drawn uniformly from the source's label vocabulary (EndoBench)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..records import Negatives
+from .base import SAMPLERS, NotEnoughOptions, OptionRequest
+
+
+@SAMPLERS.register("label_pool")
+class LabelPoolSampler:
+    """Random distractors from the pool, never the truth or an ontology relative of it."""
+
+    name = "label_pool"
+
+    def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
+        mandatory = [m for m in request.mandatory if m.casefold() != request.truth.casefold()]
+        allowed = request.ontology.allowed_distractors(
+            request.truth, [p for p in sorted(request.pool) if p not in mandatory]
+        )
+        need = request.n_options - 1 - len(mandatory)
+        if need < 0 or len(allowed) < need:
+            raise NotEnoughOptions(
+                f"{request.truth!r}: {len(allowed)} allowed distractors in a pool of "
+                f"{len(request.pool)}, need {need} for {request.n_options} options"
+            )
+        picks = [allowed[i] for i in sorted(rng.choice(len(allowed), size=need, replace=False))]
+        return Negatives(
+            strategy=self.name,
+            candidates=tuple(mandatory + picks),
+            scores=(),
+            pool_size=len(allowed),
+        )

@@ -1,0 +1,304 @@
+"""Frozen records passed between stages: Sample (one image/frame/slice), Region, Item.
+
+Each record converts to and from a plain row (``to_row`` / ``from_row``) whose shape is the
+Arrow schema in :mod:`medvqa_build.schema`. Coordinates are 0-based pixels of the 2-D image,
+x to the right, y down; boxes are ``[x1, y1, x2, y2]`` with x2/y2 *exclusive* (pixel-edge
+coordinates, as COCO: a box around pixel columns 3..5 is ``x1=3, x2=6``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+BoxXYXY = tuple[float, float, float, float]
+PointXY = tuple[float, float]
+
+
+def _tuple_or_none(value: Any, conv=float) -> tuple | None:
+    return None if value is None else tuple(conv(v) for v in value)
+
+
+def _points(value: Any) -> tuple[PointXY, ...]:
+    return tuple((float(p[0]), float(p[1])) for p in (value or ()))
+
+
+@dataclass(frozen=True)
+class MaskRef:
+    """A region's mask: a file (optionally one value of a label map) or an RLE.
+
+    ``path`` is relative to the source root (or the build dir for rendered masks);
+    ``value`` selects the pixels equal to it, ``None`` means "non-zero".
+    ``counts`` is an uncompressed COCO RLE (column-major runs, starting with a run of 0s)
+    over an image of ``size_hw``.
+    """
+
+    path: str | None = None
+    value: int | None = None
+    size_hw: tuple[int, int] | None = None
+    counts: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.path is None and self.counts is None:
+            raise ValueError("MaskRef needs a path or RLE counts")
+        if self.counts is not None and self.size_hw is None:
+            raise ValueError("an RLE mask needs size_hw")
+
+    def to_row(self) -> dict:
+        return {
+            "path": self.path,
+            "value": self.value,
+            "size": list(self.size_hw) if self.size_hw is not None else None,
+            "counts": list(self.counts) if self.counts is not None else None,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict | None) -> MaskRef | None:
+        if row is None:
+            return None
+        return cls(
+            path=row.get("path"),
+            value=row.get("value"),
+            size_hw=_tuple_or_none(row.get("size"), int),
+            counts=_tuple_or_none(row.get("counts"), int),
+        )
+
+
+@dataclass(frozen=True)
+class Region:
+    """One annotated region of a sample: a label and any of box, mask, polygon, points."""
+
+    label: str
+    bbox: BoxXYXY | None = None
+    mask: MaskRef | None = None
+    polygon: tuple[PointXY, ...] = ()
+    points: tuple[PointXY, ...] = ()
+    level: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.bbox is not None and len(self.bbox) != 4:
+            raise ValueError(f"bbox must have 4 numbers, got {self.bbox!r}")
+
+    def to_row(self) -> dict:
+        return {
+            "label": self.label,
+            "bbox": list(self.bbox) if self.bbox is not None else None,
+            "mask": self.mask.to_row() if self.mask is not None else None,
+            "polygon": [list(p) for p in self.polygon],
+            "points": [list(p) for p in self.points],
+            "level": self.level,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict) -> Region:
+        return cls(
+            label=row["label"],
+            bbox=_tuple_or_none(row.get("bbox")),
+            mask=MaskRef.from_row(row.get("mask")),
+            polygon=_points(row.get("polygon")),
+            points=_points(row.get("points")),
+            level=row.get("level"),
+        )
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    """Plane and index of a 2-D slice in a volume."""
+
+    axis: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One image, video frame or volume slice of a source, in the common schema."""
+
+    sample_id: str
+    source: str
+    image: str
+    width: int
+    height: int
+    modality: str
+    frame: int | None = None
+    slice: SliceRef | None = None
+    scene: str | None = None
+    labels: tuple[str, ...] = ()
+    attributes: dict[str, str] = field(default_factory=dict)
+    regions: tuple[Region, ...] = ()
+    group_id: str = ""
+    split: str | None = None
+
+    def to_row(self) -> dict:
+        return {
+            "sample_id": self.sample_id,
+            "source": self.source,
+            "image": self.image,
+            "frame": self.frame,
+            "slice": None if self.slice is None else {"axis": self.slice.axis, "index": self.slice.index},
+            "width": self.width,
+            "height": self.height,
+            "modality": self.modality,
+            "scene": self.scene,
+            "labels": list(self.labels),
+            "attributes": sorted(self.attributes.items()),
+            "regions": [r.to_row() for r in self.regions],
+            "group_id": self.group_id,
+            "split": self.split,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict) -> Sample:
+        attrs = row.get("attributes") or []
+        if isinstance(attrs, dict):
+            attrs = attrs.items()
+        slice_row = row.get("slice")
+        return cls(
+            sample_id=row["sample_id"],
+            source=row["source"],
+            image=row["image"],
+            frame=row.get("frame"),
+            slice=None if slice_row is None else SliceRef(slice_row["axis"], int(slice_row["index"])),
+            width=int(row["width"]),
+            height=int(row["height"]),
+            modality=row["modality"],
+            scene=row.get("scene"),
+            labels=tuple(row.get("labels") or ()),
+            attributes={str(k): str(v) for k, v in attrs},
+            regions=tuple(Region.from_row(r) for r in row.get("regions") or ()),
+            group_id=row.get("group_id") or "",
+            split=row.get("split"),
+        )
+
+
+@dataclass(frozen=True)
+class DrawnShape:
+    """Exactly what a renderer drew on one of an item's images, in clean-image pixels."""
+
+    image_index: int
+    kind: str  # box | contour | mask | point | text
+    label: str | None = None
+    color: str | None = None
+    bbox: BoxXYXY | None = None
+    polygon: tuple[PointXY, ...] = ()
+    point: PointXY | None = None
+    mask: MaskRef | None = None
+    thickness_px: int | None = None
+
+    def to_row(self) -> dict:
+        return {
+            "image_index": self.image_index,
+            "kind": self.kind,
+            "label": self.label,
+            "color": self.color,
+            "bbox": list(self.bbox) if self.bbox is not None else None,
+            "polygon": [list(p) for p in self.polygon],
+            "point": list(self.point) if self.point is not None else None,
+            "mask": self.mask.to_row() if self.mask is not None else None,
+            "thickness_px": self.thickness_px,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict) -> DrawnShape:
+        return cls(
+            image_index=int(row["image_index"]),
+            kind=row["kind"],
+            label=row.get("label"),
+            color=row.get("color"),
+            bbox=_tuple_or_none(row.get("bbox")),
+            polygon=_points(row.get("polygon")),
+            point=_tuple_or_none(row.get("point")),
+            mask=MaskRef.from_row(row.get("mask")),
+            thickness_px=row.get("thickness_px"),
+        )
+
+
+@dataclass(frozen=True)
+class Negatives:
+    """How an item's distractors were chosen: strategy, the chosen labels and their scores."""
+
+    strategy: str
+    candidates: tuple[str, ...] = ()
+    scores: tuple[float, ...] = ()
+    pool_size: int = 0
+
+    def to_row(self) -> dict:
+        return {
+            "strategy": self.strategy,
+            "candidates": list(self.candidates),
+            "scores": list(self.scores),
+            "pool_size": self.pool_size,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict | None) -> Negatives | None:
+        if row is None:
+            return None
+        return cls(
+            strategy=row["strategy"],
+            candidates=tuple(row.get("candidates") or ()),
+            scores=tuple(float(s) for s in row.get("scores") or ()),
+            pool_size=int(row.get("pool_size") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Item:
+    """One benchmark question: taxonomy, provenance, images, options, answer, prompt geometry.
+
+    ``images`` are references the build resolves: ``source://<source>/<relpath>`` for a clean
+    source image, or a path relative to the build directory for a rendered one.
+    """
+
+    item_id: str
+    benchmark: str
+    category: str
+    task: str
+    subtask: str
+    source: str
+    sample_ids: tuple[str, ...]
+    images: tuple[str, ...]
+    question: str
+    options: tuple[str, ...]
+    answer: str
+    gt: str
+    prompt_level: str = "image"
+    scene: str | None = None
+    answer_bbox: BoxXYXY | None = None
+    coord_format: str | None = None
+    prompt_geometry: tuple[DrawnShape, ...] = ()
+    negatives: Negatives | None = None
+    template_id: str = ""
+    split: str | None = None
+    licence: str = ""
+
+    def replace(self, **changes: Any) -> Item:
+        return replace(self, **changes)
+
+    def to_row(self) -> dict:
+        row: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "prompt_geometry":
+                value = [s.to_row() for s in value]
+            elif f.name == "negatives":
+                value = value.to_row() if value is not None else None
+            elif isinstance(value, tuple):
+                value = list(value)
+            row[f.name] = value
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> Item:
+        kwargs = {f.name: row.get(f.name) for f in fields(cls)}
+        kwargs["sample_ids"] = tuple(row.get("sample_ids") or ())
+        kwargs["images"] = tuple(row.get("images") or ())
+        kwargs["options"] = tuple(row.get("options") or ())
+        kwargs["answer_bbox"] = _tuple_or_none(row.get("answer_bbox"))
+        kwargs["prompt_geometry"] = tuple(
+            DrawnShape.from_row(s) for s in row.get("prompt_geometry") or ()
+        )
+        kwargs["negatives"] = Negatives.from_row(row.get("negatives"))
+        for key in ("template_id", "licence"):
+            kwargs[key] = kwargs[key] or ""
+        kwargs["prompt_level"] = kwargs["prompt_level"] or "image"
+        return cls(**kwargs)

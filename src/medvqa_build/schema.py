@@ -1,0 +1,184 @@
+"""Arrow schemas and Hugging Face ``Features`` of the Sample and Item tables (a contract).
+
+The Parquet files between stages use these schemas exactly; :func:`write_table` writes
+deterministically (sorted input, fixed writer options) and atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .records import Item, Sample
+
+_f32 = pa.float32()
+_point = pa.list_(_f32)
+
+MASK_TYPE = pa.struct(
+    [
+        ("path", pa.string()),
+        ("value", pa.int32()),
+        ("size", pa.list_(pa.int32())),
+        ("counts", pa.list_(pa.int32())),
+    ]
+)
+
+REGION_TYPE = pa.struct(
+    [
+        ("label", pa.string()),
+        ("bbox", pa.list_(_f32, 4)),
+        ("mask", MASK_TYPE),
+        ("polygon", pa.list_(_point)),
+        ("points", pa.list_(_point)),
+        ("level", pa.string()),
+    ]
+)
+
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("sample_id", pa.string()),
+        ("source", pa.string()),
+        ("image", pa.string()),
+        ("frame", pa.int32()),
+        ("slice", pa.struct([("axis", pa.string()), ("index", pa.int32())])),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("modality", pa.string()),
+        ("scene", pa.string()),
+        ("labels", pa.list_(pa.string())),
+        ("attributes", pa.map_(pa.string(), pa.string())),
+        ("regions", pa.list_(REGION_TYPE)),
+        ("group_id", pa.string()),
+        ("split", pa.string()),
+    ]
+)
+
+DRAWN_SHAPE_TYPE = pa.struct(
+    [
+        ("image_index", pa.int32()),
+        ("kind", pa.string()),
+        ("label", pa.string()),
+        ("color", pa.string()),
+        ("bbox", pa.list_(_f32, 4)),
+        ("polygon", pa.list_(_point)),
+        ("point", pa.list_(_f32, 2)),
+        ("mask", MASK_TYPE),
+        ("thickness_px", pa.int32()),
+    ]
+)
+
+NEGATIVES_TYPE = pa.struct(
+    [
+        ("strategy", pa.string()),
+        ("candidates", pa.list_(pa.string())),
+        ("scores", pa.list_(_f32)),
+        ("pool_size", pa.int32()),
+    ]
+)
+
+ITEM_SCHEMA = pa.schema(
+    [
+        ("item_id", pa.string()),
+        ("benchmark", pa.string()),
+        ("category", pa.string()),
+        ("task", pa.string()),
+        ("subtask", pa.string()),
+        ("scene", pa.string()),
+        ("source", pa.string()),
+        ("sample_ids", pa.list_(pa.string())),
+        ("images", pa.list_(pa.string())),
+        ("question", pa.string()),
+        ("options", pa.list_(pa.string())),
+        ("answer", pa.string()),
+        ("gt", pa.string()),
+        ("answer_bbox", pa.list_(_f32, 4)),
+        ("coord_format", pa.string()),
+        ("prompt_level", pa.string()),
+        ("prompt_geometry", pa.list_(DRAWN_SHAPE_TYPE)),
+        ("negatives", NEGATIVES_TYPE),
+        ("template_id", pa.string()),
+        ("split", pa.string()),
+        ("licence", pa.string()),
+    ]
+)
+
+
+def _hf_features(schema: pa.Schema):
+    """HF ``Features`` of a schema. HF has no map type, so a map becomes a key/value list."""
+    from datasets import Features
+
+    fields = []
+    for f in schema:
+        if pa.types.is_map(f.type):
+            kv = pa.struct([("key", f.type.key_type), ("value", f.type.item_type)])
+            fields.append(pa.field(f.name, pa.list_(kv)))
+        else:
+            fields.append(f)
+    return Features.from_arrow_schema(pa.schema(fields))
+
+
+def sample_features():
+    """HF ``Features`` of the Sample table (``attributes`` as a list of key/value structs)."""
+    return _hf_features(SAMPLE_SCHEMA)
+
+
+def item_features():
+    """HF ``Features`` of the Item table (image references as strings)."""
+    return _hf_features(ITEM_SCHEMA)
+
+
+def samples_to_table(samples: Iterable[Sample]) -> pa.Table:
+    return pa.Table.from_pylist([s.to_row() for s in samples], schema=SAMPLE_SCHEMA)
+
+
+def items_to_table(items: Iterable[Item]) -> pa.Table:
+    return pa.Table.from_pylist([i.to_row() for i in items], schema=ITEM_SCHEMA)
+
+
+def table_to_samples(table: pa.Table) -> list[Sample]:
+    return [Sample.from_row(r) for r in table.to_pylist()]
+
+
+def table_to_items(table: pa.Table) -> list[Item]:
+    return [Item.from_row(r) for r in table.to_pylist()]
+
+
+def atomic_path(path: Path):
+    """A temp path in the same directory; the caller renames it over ``path`` when done."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def write_table(table: pa.Table, path: str | os.PathLike) -> Path:
+    """Write Parquet atomically with fixed options so equal tables give equal bytes."""
+    path = Path(path)
+    tmp = atomic_path(path)
+    try:
+        pq.write_table(table, tmp, compression="zstd", write_statistics=True, use_dictionary=True)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
+    return write_table(samples_to_table(samples), path)
+
+
+def write_items(items: Sequence[Item], path: str | os.PathLike) -> Path:
+    return write_table(items_to_table(items), path)
+
+
+def read_samples(path: str | os.PathLike) -> list[Sample]:
+    return table_to_samples(pq.read_table(path, schema=SAMPLE_SCHEMA))
+
+
+def read_items(path: str | os.PathLike) -> list[Item]:
+    return table_to_items(pq.read_table(path, schema=ITEM_SCHEMA))
