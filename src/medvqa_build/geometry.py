@@ -7,6 +7,8 @@ starting with a run of zeros), so it interoperates with pycocotools.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -84,3 +86,121 @@ def box_problem(box: Sequence[float], width: int, height: int) -> str | None:
     if x1 < 0 or y1 < 0 or x2 > width or y2 > height:
         return f"box {list(box)} lies outside the {width}x{height} image"
     return None
+
+
+# --- box coordinate conventions ----------------------------------------------------------
+# Models read boxes in different conventions (see reference/spine_medsg.md B.4): EndoBench and
+# Qwen2.5-VL use absolute pixels, Qwen2-VL / InternVL integers in [0, 1000], Mantis floats in
+# [0, 1]. All functions below take and return xyxy boxes with x2/y2 exclusive pixel edges.
+
+BOX_CONVENTIONS = ("abs", "norm1000", "norm1", "qwen")
+_QWEN_BOX = re.compile(
+    r"<\|box_start\|>\s*\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)\s*,\s*"
+    r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)\s*<\|box_end\|>"
+)
+_LIST_BOX = re.compile(r"\[\s*" + r"\s*,\s*".join([r"(-?\d+(?:\.\d+)?)"] * 4) + r"\s*\]")
+
+
+def _round_half_up(value: float) -> int:
+    # Python's round() rounds halves to even; half-up keeps text stable and monotone.
+    return int(math.floor(value + 0.5))
+
+
+def _unknown_convention(convention: str) -> ValueError:
+    return ValueError(f"unknown box convention {convention!r}; use one of {list(BOX_CONVENTIONS)}")
+
+
+def _checked(box: Sequence[float], width: int, height: int) -> BoxXYXY:
+    if len(box) != 4:
+        raise ValueError(f"a box needs 4 numbers [x1, y1, x2, y2], got {list(box)!r}")
+    problem = box_problem(box, width, height)
+    if problem:
+        raise ValueError(problem)
+    return (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+
+
+def xyxy_to_abs(box: Sequence[float], width: int, height: int) -> tuple[int, int, int, int]:
+    """Integer pixel box (x2/y2 exclusive), rounded half up: EndoBench's ``[x1, y1, x2, y2]``."""
+    return tuple(_round_half_up(v) for v in _checked(box, width, height))  # type: ignore[return-value]
+
+
+def xyxy_to_norm1000(box: Sequence[float], width: int, height: int) -> tuple[int, int, int, int]:
+    """Integers in [0, 1000] (Qwen2-VL / InternVL); round trip within 1 px up to 2000 px sides."""
+    x1, y1, x2, y2 = _checked(box, width, height)
+    return (
+        _round_half_up(x1 / width * 1000),
+        _round_half_up(y1 / height * 1000),
+        _round_half_up(x2 / width * 1000),
+        _round_half_up(y2 / height * 1000),
+    )
+
+
+def norm1000_to_xyxy(box: Sequence[float], width: int, height: int) -> BoxXYXY:
+    """Inverse of :func:`xyxy_to_norm1000` (float pixel edges)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return (x1 * width / 1000, y1 * height / 1000, x2 * width / 1000, y2 * height / 1000)
+
+
+def xyxy_to_norm1(box: Sequence[float], width: int, height: int, ndigits: int = 4) -> BoxXYXY:
+    """Floats in [0, 1] rounded to ``ndigits`` decimals (Mantis-style)."""
+    x1, y1, x2, y2 = _checked(box, width, height)
+    return (
+        round(x1 / width, ndigits),
+        round(y1 / height, ndigits),
+        round(x2 / width, ndigits),
+        round(y2 / height, ndigits),
+    )
+
+
+def norm1_to_xyxy(box: Sequence[float], width: int, height: int) -> BoxXYXY:
+    """Inverse of :func:`xyxy_to_norm1` (float pixel edges)."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    return (x1 * width, y1 * height, x2 * width, y2 * height)
+
+
+def format_qwen_box(box: Sequence[float]) -> str:
+    """``<|box_start|>(x1,y1),(x2,y2)<|box_end|>`` with the numbers as given, rounded half up."""
+    x1, y1, x2, y2 = (_round_half_up(float(v)) for v in box)
+    return f"<|box_start|>({x1},{y1}),({x2},{y2})<|box_end|>"
+
+
+def parse_qwen_box(text: str) -> BoxXYXY:
+    """The first Qwen box in ``text``; ValueError naming the text when there is none."""
+    found = _QWEN_BOX.search(text)
+    if found is None:
+        raise ValueError(f"no <|box_start|>(x1,y1),(x2,y2)<|box_end|> box in {text[:80]!r}")
+    return tuple(float(v) for v in found.groups())  # type: ignore[return-value]
+
+
+def format_box(box: Sequence[float], convention: str, width: int, height: int) -> str:
+    """Box text in one convention: ``abs`` / ``norm1000`` / ``norm1`` lists, or ``qwen`` tags.
+
+    ``qwen`` uses absolute pixels (Qwen2.5-VL, MedSG-Bench); for Qwen2-VL, which expects
+    0-1000, format with ``norm1000`` numbers via ``format_qwen_box(xyxy_to_norm1000(...))``.
+    """
+    if convention == "abs":
+        return "[{}, {}, {}, {}]".format(*xyxy_to_abs(box, width, height))
+    if convention == "norm1000":
+        return "[{}, {}, {}, {}]".format(*xyxy_to_norm1000(box, width, height))
+    if convention == "norm1":
+        return "[{:.4f}, {:.4f}, {:.4f}, {:.4f}]".format(*xyxy_to_norm1(box, width, height))
+    if convention == "qwen":
+        return format_qwen_box(xyxy_to_abs(box, width, height))
+    raise _unknown_convention(convention)
+
+
+def parse_box(text: str, convention: str, width: int, height: int) -> BoxXYXY:
+    """Inverse of :func:`format_box`: the first box in ``text`` as xyxy pixel edges."""
+    if convention == "qwen":
+        return parse_qwen_box(text)
+    if convention not in BOX_CONVENTIONS:
+        raise _unknown_convention(convention)
+    found = _LIST_BOX.search(text)
+    if found is None:
+        raise ValueError(f"no [x1, y1, x2, y2] box in {text[:80]!r}")
+    values = tuple(float(v) for v in found.groups())
+    if convention == "norm1000":
+        return norm1000_to_xyxy(values, width, height)
+    if convention == "norm1":
+        return norm1_to_xyxy(values, width, height)
+    return values  # type: ignore[return-value]

@@ -1,15 +1,43 @@
-"""Distractor (negative option) selection: samplers, answer placement, and (later) embedders
-and the FAISS index behind visually hard negatives."""
+"""Distractor (negative option) selection: embedders, the embedding cache, the FAISS index,
+option samplers (``label_pool``, ``visual_class``, ``visual_neighbor``), answer placement
+and the difficulty report.
 
-from .base import OptionRequest, OptionSampler, SAMPLERS, NotEnoughOptions
+Embedders import torch/open_clip lazily, so importing this package stays cheap.
+"""
+
+from . import visual_class, visual_neighbor  # noqa: F401  (register the visual samplers)
+from .base import SAMPLERS, NotEnoughOptions, OptionRequest, OptionSampler
+from .cache import EmbeddingCache, default_cache_dir, embed_with_cache, file_sha256
+from .difficulty import class_centroids, difficulty_report, format_difficulty
+from .embedder import EMBEDDERS, Embedder, EmbedderError, make_embedder
+from .index import EmbeddingIndex
 from .label_pool import LabelPoolSampler
-from .placement import place_answer
+from .offline_embedder import OfflineEmbedder
+from .placement import BalancedSlots, place_answer
+from .visual_class import VisualClassSampler
+from .visual_neighbor import VisualNeighborSampler
 
 __all__ = [
+    "EMBEDDERS",
+    "SAMPLERS",
+    "BalancedSlots",
+    "Embedder",
+    "EmbedderError",
+    "EmbeddingCache",
+    "EmbeddingIndex",
+    "LabelPoolSampler",
+    "NotEnoughOptions",
+    "OfflineEmbedder",
     "OptionRequest",
     "OptionSampler",
-    "SAMPLERS",
-    "NotEnoughOptions",
-    "LabelPoolSampler",
+    "VisualClassSampler",
+    "VisualNeighborSampler",
+    "class_centroids",
+    "default_cache_dir",
+    "difficulty_report",
+    "embed_with_cache",
+    "file_sha256",
+    "format_difficulty",
+    "make_embedder",
     "place_answer",
 ]

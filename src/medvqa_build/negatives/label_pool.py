@@ -13,13 +13,19 @@ class LabelPoolSampler:
     """Random distractors from the pool, never the truth or an ontology relative of it."""
 
     name = "label_pool"
+    needs_embeddings = False
+
+    def fit(self, samples=None, embeddings=None, labels=None, rng=None) -> LabelPoolSampler:
+        """Nothing to learn; present so the pipeline can fit every sampler alike."""
+        return self
 
     def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
-        mandatory = [m for m in request.mandatory if m.casefold() != request.truth.casefold()]
+        mandatory = request.mandatory_distractors()
+        taken = {m.casefold() for m in mandatory}
         allowed = request.ontology.allowed_distractors(
-            request.truth, [p for p in sorted(request.pool) if p not in mandatory]
+            request.truth, [p for p in sorted(request.pool) if p.casefold() not in taken]
         )
-        need = request.n_options - 1 - len(mandatory)
+        need = request.distractors_needed()
         if need < 0 or len(allowed) < need:
             raise NotEnoughOptions(
                 f"{request.truth!r}: {len(allowed)} allowed distractors in a pool of "

@@ -1,43 +1,56 @@
-"""``box``: an unfilled rectangle around each mark's box (EndoBench's Box level)."""
+"""``box``: an unfilled rectangle around each mark's box (EndoBench's Box level).
+
+The stroke covers the box's outermost ``thickness_px`` pixels, inside the box, so drawn pixels
+never leave the declared box or the image and the box as drawn equals the box recorded.
+"""
 
 from __future__ import annotations
 
-import cv2
+from pathlib import Path
+
 import numpy as np
 
-from ..geometry import box_problem
 from ..records import DrawnShape
 from .base import COLORS, RENDERERS, Mark, RenderResult, Style
+from .masks import region_box
+
+
+def draw_box_outline(image: np.ndarray, box_px: tuple[int, int, int, int], rgb, t: int) -> None:
+    """Paint the inner ``t``-pixel band of an integer xyxy box (x2/y2 exclusive) in place."""
+    x1, y1, x2, y2 = box_px
+    image[y1 : min(y1 + t, y2), x1:x2] = rgb
+    image[max(y2 - t, y1) : y2, x1:x2] = rgb
+    image[y1:y2, x1 : min(x1 + t, x2)] = rgb
+    image[y1:y2, max(x2 - t, x1) : x2] = rgb
+
+
+def draw_box_mark(
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None
+) -> DrawnShape:
+    h, w = image.shape[:2]
+    t = style.thickness_for(h, w)
+    box = region_box(mark.region, h, w, root)
+    x1, y1 = (int(np.floor(v)) for v in box[:2])
+    x2, y2 = (int(np.ceil(v)) for v in box[2:])
+    draw_box_outline(image, (x1, y1, x2, y2), COLORS[mark.color], t)
+    return DrawnShape(
+        image_index=0,
+        kind="box",
+        label=mark.region.label,
+        color=mark.color,
+        bbox=(float(x1), float(y1), float(x2), float(y2)),
+        thickness_px=t,
+    )
 
 
 class BoxRenderer:
     name = "box"
 
-    def draw(self, image: np.ndarray, marks: list[Mark], style: Style) -> RenderResult:
-        h, w = image.shape[:2]
-        t = style.thickness_for(h, w)
-        shapes = []
-        for mark in marks:
-            box = mark.region.bbox
-            if box is None:
-                raise ValueError(f"region {mark.region.label!r} has no box to draw")
-            problem = box_problem(box, w, h)
-            if problem:
-                raise ValueError(problem)
-            x1, y1, x2, y2 = (int(round(v)) for v in box)
-            # x2/y2 are exclusive edges: the last pixel column/row inside is x2-1/y2-1.
-            cv2.rectangle(image, (x1, y1), (x2 - 1, y2 - 1), COLORS[mark.color], t, cv2.LINE_8)
-            shapes.append(
-                DrawnShape(
-                    image_index=0,
-                    kind="box",
-                    label=mark.region.label,
-                    color=mark.color,
-                    bbox=(float(x1), float(y1), float(x2), float(y2)),
-                    thickness_px=t,
-                )
-            )
-        return RenderResult(image, tuple(shapes))
+    def draw(
+        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+    ) -> RenderResult:
+        shapes = tuple(draw_box_mark(image, mark, style, root) for mark in marks)
+        return RenderResult(image, shapes)
 
 
 RENDERERS.add("box", BoxRenderer())

@@ -1,0 +1,192 @@
+"""``medvqa-build``: thin subcommands over :mod:`medvqa_build.api`.
+
+User mistakes print one line (what, where, how to fix) and exit 2; validation failures exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .errors import MedvqaError
+
+
+def _cmd_sources(args) -> int:
+    from .api import list_sources
+
+    rows = []
+    for s in list_sources():
+        m = s.manifest
+        rows.append({"id": m.id, "title": m.title, "modality": m.modality, "scene": m.scene,
+                     "layouts": [p.layout for p in m.parts], "licence": m.licence, "access": m.access,
+                     "homepage": m.homepage})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = ("id", "modality", "layouts", "access", "licence")
+    table = [header] + [(r["id"], r["modality"], ",".join(r["layouts"]), r["access"], r["licence"][:48]) for r in rows]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def _cmd_convert(args) -> int:
+    from .convert import quarantine_path_for, scan_source, summarize_quarantine, write_convert_result
+
+    result = scan_source(args.source, args.root, verify=args.verify, progress=not args.quiet)
+    out = Path(args.output)
+    counts = write_convert_result(result, out)
+    print(f"{args.source}: found {counts['found']}, converted {counts['converted']}, "
+          f"quarantined {counts['quarantined']} -> {out}")
+    if result.quarantined:
+        print(f"quarantine report: {quarantine_path_for(out)}")
+        for line in summarize_quarantine(result.quarantined):
+            print(f"  {line}")
+    return 0
+
+
+def _cmd_make_synthetic(args) -> int:
+    from .api import make_synthetic
+
+    root = make_synthetic(args.source, args.root, n_images=args.images, n_videos=args.videos,
+                          frames_per_video=args.frames, n_corrupt=args.corrupt, seed=args.seed)
+    print(f"wrote {args.source} to {root}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    from .api import build, load_recipe
+
+    recipe = load_recipe(args.recipe, args.set)
+    out = Path(args.output or f"build/{recipe.name}")
+    result = build(recipe, out, progress=not args.quiet, force_export=args.force)
+    for st in result.stages:
+        state = "reused" if st.reused else "built"
+        print(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
+    r = result.report
+    for sid, c in r["sources"].items():
+        print(f"{sid}: found {c['found']}, converted {c['converted']}, quarantined {c['quarantined']}")
+    print(f"items: {r['items']} ({', '.join(f'{k}: {v}' for k, v in r['items_per_task'].items())}); "
+          f"dropped {r['dropped']}; validation problems {r['validation']['problems']}")
+    reused = sum(s.reused for s in result.stages)
+    print(f"stages reused: {reused}/{len(result.stages)}" + (" (nothing rebuilt)" if result.reused_all else ""))
+    print(f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; report: {out / 'report.md'}")
+    return 0
+
+
+def _cmd_validate(args) -> int:
+    from .pipeline import open_build
+    from .validate import check_items
+
+    items, resolve, _ = open_build(args.dir)
+    problems = check_items(items, resolve)
+    for p in problems[:50]:
+        print(f"{p.item_id}: [{p.check}] {p.message}")
+    print(f"{len(items)} items checked, {len(problems)} problem(s)")
+    return 1 if problems else 0
+
+
+def _cmd_export(args) -> int:
+    from .export import EXPORTERS
+    from .export.card import dataset_card
+    from .pipeline import open_build
+    from .sources import get_source
+    from .validate import check_items
+
+    items, resolve, recipe = open_build(args.dir)
+    problems = check_items(items, resolve)
+    if problems and not args.force:
+        raise MedvqaError(f"build has {len(problems)} validation problem(s); not exported", where=args.dir,
+                          fix="run `medvqa-build validate DIR` to see them, or pass --force")
+    out = Path(args.output or Path(args.dir) / args.format)
+    if args.format == "hf":
+        manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
+        stats = {"problems": len(problems), "failed": bool(problems)}
+        EXPORTERS["hf"](items, resolve, out,
+                        lambda c: dataset_card(items, manifests, recipe.to_yaml(), recipe.export.name, c, stats))
+    else:
+        EXPORTERS[args.format](items, resolve, out, recipe.export.name)
+    print(f"exported {len(items)} items as {args.format} to {out}")
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="medvqa-build",
+        description="Build validated, reproducible medical VQA benchmarks from raw public datasets.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log stage decisions")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("sources", help="list sources, layouts, licences and access terms",
+                       description="List every registered source (manifests/ and MEDVQA_MANIFESTS).")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_cmd_sources)
+
+    p = sub.add_parser("convert", help="one source root -> sample table + quarantine report",
+                       description="Scan a dataset as its owners distribute it and write the sample "
+                                   "table (Parquet), <out>.quarantine.json and <out>.counts.json.")
+    p.add_argument("source", metavar="SOURCE", help="source id (see `medvqa-build sources`)")
+    p.add_argument("root", metavar="ROOT", help="folder of the unpacked dataset")
+    p.add_argument("-o", "--output", default="samples.parquet", help="output Parquet (default: samples.parquet)")
+    p.add_argument("--verify", choices=("header", "decode"), default="header",
+                   help="header: read headers and end markers (fast); decode: decode every image")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("make-synthetic", help="write a generated source (synthetic-endo) to a folder",
+                       description="Write the built-in synthetic dataset in its on-disk layout.")
+    p.add_argument("root", metavar="ROOT", help="folder to write")
+    p.add_argument("--source", default="synthetic-endo", help="generated source id")
+    p.add_argument("--images", type=int, default=120, help="still images (default 120)")
+    p.add_argument("--videos", type=int, default=2, help="surgical videos (default 2)")
+    p.add_argument("--frames", type=int, default=24, help="frames per video (default 24)")
+    p.add_argument("--corrupt", type=int, default=0, help="truncate this many images (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.set_defaults(func=_cmd_make_synthetic)
+
+    p = sub.add_parser("run", help="run a recipe: convert, generate, render, validate, export",
+                       description="Run the whole pipeline of a recipe; finished stages are reused.")
+    p.add_argument("recipe", metavar="RECIPE", help="recipe YAML")
+    p.add_argument("-o", "--output", help="build directory (default: build/<recipe name>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a recipe key, e.g. --set seed=3 --set tasks.0.quota=10")
+    p.add_argument("--force", action="store_true", help="export even if validation fails")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("validate", help="re-check a build; exit 1 on violations",
+                       description="Re-run every item check on a build directory.")
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser("export", help="export a build in one format",
+                       description="Write one export format of a finished build.")
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.add_argument("--format", required=True, choices=("hf", "vlmeval"), help="export format")
+    p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
+    p.add_argument("--force", action="store_true", help="export even if validation fails")
+    p.set_defaults(func=_cmd_export)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except MedvqaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted; finished stages are kept and reused on the next run", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""What every layout shares: the scan context and the registry of layouts.
+
+A layout's ``scan`` yields, for every candidate file it finds, exactly one
+:class:`~medvqa_build.records.Sample` or one
+:class:`~medvqa_build.quarantine.QuarantineEntry`, so ``found = converted + quarantined``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import SourceError
+from ..pydantic_errors import describe_validation_error
+from ..quarantine import QuarantineEntry
+from ..records import Sample
+from ..registry import Registry
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
+
+
+class LabelProblem(Exception):
+    """A raw label string that the manifest's label map does not know."""
+
+
+@dataclass
+class ScanContext:
+    """Where and how one layout part is scanned."""
+
+    source: str
+    root: Path
+    part: str
+    modality: str
+    scene: str | None
+    label_map: dict[str, str] = field(default_factory=dict)
+    verify: str = "header"
+
+    def canonical(self, raw: str) -> str:
+        """Map a raw label through the manifest's label map (identity when the map is empty)."""
+        raw = str(raw).strip()
+        if not self.label_map:
+            return raw
+        if raw in self.label_map:
+            return self.label_map[raw]
+        raise LabelProblem(f"label {raw!r} is not in the manifest's label_map")
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def sample_id(self, key: str) -> str:
+        return f"{self.source}:{key}"
+
+    def quarantine(self, file: str | Path, reason: str) -> QuarantineEntry:
+        if isinstance(file, Path) and file.is_absolute():
+            file = self.rel(file) if file.is_relative_to(self.root) else str(file)
+        return QuarantineEntry(file=str(file), reason=reason, source=self.source)
+
+    def require_dir(self, rel: str, what: str) -> Path:
+        path = self.root / rel
+        if not path.is_dir():
+            raise SourceError(
+                f"{self.source}: expected the {what} folder {rel!r} under the source root",
+                where=str(path),
+                fix="point ROOT at the unpacked dataset (see the source's docs page)",
+            )
+        return path
+
+    def require_file(self, rel: str, what: str) -> Path:
+        path = self.root / rel
+        if not path.is_file():
+            raise SourceError(
+                f"{self.source}: expected the {what} file {rel!r} under the source root",
+                where=str(path),
+                fix="point ROOT at the unpacked dataset (see the source's docs page)",
+            )
+        return path
+
+
+class Layout(Protocol):
+    name: ClassVar[str]
+
+    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]: ...
+
+
+class LayoutOptions(BaseModel):
+    """Base of each layout's options: unknown keys are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+LAYOUTS: Registry[type] = Registry("layout")
+
+
+def make_layout(name: str, options: dict[str, Any], where: str) -> Layout:
+    cls = LAYOUTS.get(name, where=where)
+    try:
+        opts = cls.Options.model_validate(options or {})
+    except ValidationError as exc:
+        raise SourceError(
+            f"bad options for layout {name!r}: {describe_validation_error(exc)}", where=where
+        ) from None
+    return cls(opts)
+
+
+def sorted_files(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[Path]:
+    """Files under ``folder`` (recursive) with one of ``extensions``, in a stable order."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.lower().endswith(extensions) and not name.startswith("."):
+                out.append(Path(dirpath) / name)
+    return out

@@ -1,0 +1,101 @@
+"""``label_table``: a CSV/TSV listing images with a label column (+ group, split, attributes),
+optionally with a mask folder beside the images."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import SourceError
+from ..media.image import ImageProblem, check_image
+from ..quarantine import QuarantineEntry
+from ..records import Sample
+from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .masks import MaskOptions, mask_path_for, regions_from_mask
+
+
+class LabelTableOptions(LayoutOptions):
+    table: str
+    sep: str = ","
+    image_column: str
+    label_column: str
+    image_dir: str = ""
+    image_suffix: str = ""
+    group_column: str | None = None
+    split_column: str | None = None
+    attribute_columns: list[str] = []
+    masks: MaskOptions | None = None
+    report_unlisted: bool = True
+
+
+@LAYOUTS.register("label_table")
+class LabelTable:
+    name = "label_table"
+    Options = LabelTableOptions
+
+    def __init__(self, options: LabelTableOptions):
+        self.o = options
+
+    def _read_table(self, ctx: ScanContext) -> pd.DataFrame:
+        path = ctx.require_file(self.o.table, "label table")
+        table = pd.read_csv(path, sep=self.o.sep, dtype=str, keep_default_na=False)
+        wanted = [self.o.image_column, self.o.label_column, *self.o.attribute_columns]
+        wanted += [c for c in (self.o.group_column, self.o.split_column) if c]
+        missing = [c for c in wanted if c not in table.columns]
+        if missing:
+            raise SourceError(
+                f"{ctx.source}: label table lacks column(s) {missing}; it has {list(table.columns)}",
+                where=str(path),
+                fix=f"check the separator (manifest says {self.o.sep!r}) and the column names",
+            )
+        return table
+
+    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
+        o = self.o
+        table = self._read_table(ctx)
+        image_root = ctx.require_dir(o.image_dir or ".", "image")
+        listed: set[str] = set()
+        for row in table.to_dict("records"):
+            rel = (Path(o.image_dir) / f"{row[o.image_column]}{o.image_suffix}").as_posix()
+            listed.add(rel)
+            yield self._sample(ctx, rel, row)
+        if o.report_unlisted:
+            for path in sorted_files(image_root):
+                rel = ctx.rel(path)
+                if rel not in listed:
+                    yield ctx.quarantine(rel, f"image not listed in {o.table}")
+
+    def _sample(self, ctx: ScanContext, rel: str, row: dict) -> Sample | QuarantineEntry:
+        o = self.o
+        try:
+            width, height = check_image(ctx.root / rel, ctx.verify)
+            label = ctx.canonical(row[o.label_column])
+            regions: tuple = ()
+            if o.masks is not None:
+                mask_file = mask_path_for(ctx.root, o.masks, Path(rel).stem)
+                if mask_file.is_file():
+                    region_label = label if o.masks.region_label == "sample" else o.masks.region_label
+                    regions = regions_from_mask(
+                        mask_file, region_label, width, height, o.masks.min_area_px
+                    )
+                elif o.masks.required:
+                    raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
+        except (ImageProblem, LabelProblem) as exc:
+            return ctx.quarantine(rel, str(exc))
+        key = Path(rel).with_suffix("").as_posix()
+        return Sample(
+            sample_id=ctx.sample_id(key),
+            source=ctx.source,
+            image=rel,
+            width=width,
+            height=height,
+            modality=ctx.modality,
+            scene=ctx.scene,
+            labels=(label,),
+            attributes={c: str(row[c]) for c in o.attribute_columns},
+            regions=regions,
+            group_id=str(row[o.group_column]) if o.group_column else key,
+            split=(str(row[o.split_column]) or None) if o.split_column else None,
+        )

@@ -1,0 +1,86 @@
+"""Source manifests (``manifests/<id>.yaml``): who owns a dataset, on what terms, how it is
+laid out on disk and how its label strings map to canonical names.
+
+A new dataset whose layout is already known is one manifest and no code.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import SourceError
+from .pydantic_errors import describe_validation_error
+
+
+class LayoutPart(BaseModel):
+    """One configured generic layout; a source may ship several (images + a video part)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    layout: str
+    modality: str | None = None
+    scene: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class SourceManifest(BaseModel):
+    """Metadata that travels with every item built from the source."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    title: str
+    homepage: str
+    licence: str
+    access: Literal["open", "registration", "request", "generated"]
+    access_terms: str
+    citation: str
+    modality: str
+    scene: str | None = None
+    layout: str = Field(description="human description of the on-disk layout")
+    download: str = ""
+    label_map: dict[str, str] = Field(default_factory=dict)
+    ontology: dict[str, Any] = Field(default_factory=dict)
+    parts: list[LayoutPart]
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_slug(cls, value: str) -> str:
+        if not value or value != value.lower() or " " in value:
+            raise ValueError("id must be a lower-case slug such as 'kvasir-seg'")
+        return value
+
+    @field_validator("citation")
+    @classmethod
+    def _citation_is_bibtex(cls, value: str) -> str:
+        if not value.strip().startswith("@"):
+            raise ValueError("citation must be a BibTeX entry starting with '@'")
+        return value.strip() + "\n"
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> SourceManifest:
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise SourceError(f"manifest is not valid YAML ({exc})", where=str(path)) from None
+        try:
+            manifest = cls.model_validate(data)
+        except ValidationError as exc:
+            raise SourceError(
+                f"bad manifest: {describe_validation_error(exc)}",
+                where=str(path),
+                fix="see docs/manifests.md for the manifest keys",
+            ) from None
+        if manifest.id != path.stem:
+            raise SourceError(
+                f"manifest id {manifest.id!r} differs from its file name",
+                where=str(path),
+                fix=f"rename the file to {manifest.id}.yaml",
+            )
+        return manifest

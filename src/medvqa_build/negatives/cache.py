@@ -1,0 +1,163 @@
+"""Embedding cache keyed by (embedder id, image content hash), shared across builds.
+
+Layout: ``<cache_dir>/<embedder slug>/shard-<digest>.npy`` plus ``shard-<digest>.json`` (the
+content keys of its rows). Both are written to a temp file and renamed; the JSON is written
+last and is the completion marker, so an interrupted run leaves at most an orphan ``.npy``
+that is never read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .embedder import Embedder
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SHARD_ROWS = 4096
+
+
+def default_cache_dir() -> Path:
+    """``$MEDVQA_CACHE/embeddings``, else ``$XDG_CACHE_HOME/medvqa_build/embeddings``."""
+    if os.environ.get("MEDVQA_CACHE"):
+        return Path(os.environ["MEDVQA_CACHE"]) / "embeddings"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "medvqa_build" / "embeddings"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class EmbeddingCache:
+    """The shards of one embedder under ``cache_dir``; lookups by content key."""
+
+    def __init__(self, cache_dir: str | os.PathLike, embedder_id: str, dim: int):
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", embedder_id)[:80]
+        digest = hashlib.sha256(embedder_id.encode()).hexdigest()[:12]
+        self.dir = Path(cache_dir) / f"{slug}-{digest}"
+        self.embedder_id, self.dim = embedder_id, int(dim)
+        self._where: dict[str, tuple[str, int]] = {}
+        self._arrays: dict[str, np.ndarray] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        self._where.clear()
+        if not self.dir.is_dir():
+            return
+        for index_path in sorted(self.dir.glob("shard-*.json")):
+            npy = index_path.with_suffix(".npy")
+            try:
+                keys = json.loads(index_path.read_text())["keys"]
+            except (OSError, ValueError, KeyError) as exc:
+                log.warning("ignoring unreadable cache index %s: %s", index_path, exc)
+                continue
+            if not npy.exists():
+                log.warning("ignoring cache index %s without its .npy", index_path)
+                continue
+            for row, key in enumerate(keys):
+                self._where.setdefault(key, (npy.name, row))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._where
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def _array(self, name: str) -> np.ndarray:
+        if name not in self._arrays:
+            self._arrays[name] = np.load(self.dir / name, mmap_mode="r")
+        return self._arrays[name]
+
+    def get(self, keys: Sequence[str]) -> np.ndarray:
+        out = np.empty((len(keys), self.dim), dtype=np.float32)
+        for i, key in enumerate(keys):
+            name, row = self._where[key]
+            out[i] = self._array(name)[row]
+        return out
+
+    def put(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Write one shard (atomically); keys already cached are written again harmlessly."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(keys), self.dim):
+            raise ValueError(f"expected {(len(keys), self.dim)} vectors, got {vectors.shape}")
+        if not keys:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self.dir / "embedder.json"
+        if not meta.exists():
+            info = json.dumps({"embedder_id": self.embedder_id, "dim": self.dim}).encode()
+            _atomic_write(meta, lambda fh: fh.write(info))
+        name = "shard-" + hashlib.sha256("\n".join(keys).encode()).hexdigest()[:20]
+        npy, index = self.dir / f"{name}.npy", self.dir / f"{name}.json"
+        _atomic_write(npy, lambda fh: np.save(fh, vectors))
+        payload = json.dumps({"keys": list(keys), "rows": len(keys)}).encode()
+        _atomic_write(index, lambda fh: fh.write(payload))
+        self._arrays.pop(npy.name, None)
+        for row, key in enumerate(keys):
+            self._where[key] = (npy.name, row)
+
+
+def embed_with_cache(
+    embedder: Embedder,
+    paths: Sequence[str | os.PathLike],
+    cache_dir: str | os.PathLike | None = None,
+    *,
+    keys: Sequence[str] | None = None,
+    shard_rows: int = DEFAULT_SHARD_ROWS,
+    progress: bool = True,
+) -> np.ndarray:
+    """Embeddings of ``paths`` in order, computing only images whose content is not cached.
+
+    ``keys`` overrides the content key of each path (default: sha256 of the file bytes); give
+    one when a path is not the whole image, e.g. ``f"{video_sha}#frame={i}"``. Each computed
+    chunk of ``shard_rows`` images is written as soon as it is done, so an interrupted run
+    keeps its finished shards.
+    """
+    paths = [str(p) for p in paths]
+    cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.id, embedder.dim)
+    if keys is None:
+        keys = [file_sha256(p) for p in tqdm(paths, desc="hash images", disable=not progress)]
+    elif len(keys) != len(paths):
+        raise ValueError(f"{len(keys)} keys for {len(paths)} paths")
+    todo: dict[str, str] = {}
+    for path, key in zip(paths, keys, strict=True):
+        if key not in cache and key not in todo:
+            todo[key] = path
+    if todo:
+        log.info("embedding %d of %d images with %s", len(todo), len(paths), embedder.id)
+        missing = list(todo.items())
+        with tqdm(total=len(missing), desc="embed images", unit="img", disable=not progress) as bar:
+            for start in range(0, len(missing), shard_rows):
+                chunk = missing[start : start + shard_rows]
+                vectors = embedder.embed_paths([p for _, p in chunk])
+                cache.put([k for k, _ in chunk], vectors)
+                bar.update(len(chunk))
+    return cache.get(list(keys))

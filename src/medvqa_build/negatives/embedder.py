@@ -1,0 +1,136 @@
+"""The image-embedder interface, its registry and ``make_embedder`` for recipe specs.
+
+An embedder turns image files into L2-normalised float32 vectors. Its ``id`` names the model,
+the weights and the preprocessing, so the embedding cache never mixes vectors of two set-ups.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from PIL import Image
+
+from ..errors import MedvqaError
+from ..registry import Registry
+
+T = TypeVar("T")
+
+
+class EmbedderError(MedvqaError):
+    """An embedder cannot be built (unknown model, missing weights) or cannot read an image."""
+
+
+class Embedder(Protocol):
+    id: str
+    dim: int
+
+    def embed_paths(self, paths: Sequence[str]) -> np.ndarray: ...
+
+
+EMBEDDERS: Registry[Callable[..., Embedder]] = Registry("embedder")
+
+
+def load_image_rgb(path: str | os.PathLike) -> Image.Image:
+    """Decode any Pillow-readable file to an RGB image (greyscale and 16-bit are rescaled)."""
+    try:
+        with Image.open(path) as img:
+            img.load()
+            if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+                arr = np.asarray(img, dtype=np.float32)
+                lo, hi = float(arr.min()), float(arr.max())
+                arr = (arr - lo) / (hi - lo or 1.0) * 255.0
+                return Image.fromarray(arr.astype(np.uint8)).convert("RGB")
+            return img.convert("RGB")
+    except (OSError, ValueError) as exc:
+        raise EmbedderError(
+            f"cannot decode image: {exc}", where=str(path), fix="check or quarantine the file"
+        ) from exc
+
+
+def l2_normalise(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x / np.maximum(norms, 1e-12)
+
+
+def prefetch_batches(
+    items: Sequence[str],
+    load: Callable[[str], T],
+    batch_size: int,
+    workers: int,
+    depth: int = 2,
+) -> Iterator[list[T]]:
+    """Yield ``load``-ed batches in order while the next ``depth`` batches load in threads.
+
+    Decoding and resizing (Pillow, numpy, skimage) release the GIL, so a thread pool overlaps
+    them with the caller's forward pass without the start-up cost of worker processes.
+    """
+    starts = list(range(0, len(items), batch_size))
+    if workers <= 0:
+        for s in starts:
+            yield [load(p) for p in items[s : s + batch_size]]
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+
+        def submit(start: int) -> list[Future]:
+            return [pool.submit(load, p) for p in items[start : start + batch_size]]
+
+        pending = [submit(s) for s in starts[:depth]]
+        for nxt in range(depth, len(starts) + depth):
+            batch = [f.result() for f in pending.pop(0)]
+            if nxt < len(starts):
+                pending.append(submit(starts[nxt]))
+            yield batch
+
+
+def default_workers() -> int:
+    return max(1, min(8, (os.cpu_count() or 2) - 1))
+
+
+def make_embedder(spec: str | Mapping[str, Any] | Embedder) -> Embedder:
+    """Build an embedder from a recipe value.
+
+    ``"offline"`` · ``"open_clip:ViT-B-32"`` (random init) · ``"open_clip:ViT-B-32/openai"`` ·
+    ``"open_clip:hf-hub:org/repo"`` · ``"open_clip:local-dir:/path"`` ·
+    ``{"open_clip": {"model_name": ..., "pretrained": "/path/ckpt.pt", "batch_size": 64}}`` ·
+    ``{"name": "offline", "image_size": 128}``.
+    """
+    from . import offline_embedder, open_clip_embedder  # noqa: F401  (register the embedders)
+
+    if hasattr(spec, "embed_paths"):
+        return spec  # type: ignore[return-value]
+    where = "recipe: embedder"
+    if isinstance(spec, str):
+        name, _, arg = spec.partition(":")
+        factory = EMBEDDERS.get(name, where=where)
+        if not arg:
+            return factory()
+        if name != "open_clip":
+            raise EmbedderError(f"embedder {name!r} takes no argument", where=where, fix=name)
+        if arg.startswith(("hf-hub:", "local-dir:")):
+            return factory(model_name=arg)
+        model, _, pretrained = arg.partition("/")
+        return factory(model_name=model, pretrained=pretrained or None)
+    if isinstance(spec, Mapping):
+        params = dict(spec)
+        if "name" in params:
+            name = params.pop("name")
+        elif len(params) == 1:
+            name, inner = next(iter(params.items()))
+            params = dict(inner or {})
+        else:
+            raise EmbedderError(
+                f"cannot read embedder spec {spec!r}",
+                where=where,
+                fix='use {"name": "offline", ...} or {"open_clip": {"model_name": ...}}',
+            )
+        factory = EMBEDDERS.get(str(name), where=where)
+        try:
+            return factory(**params)
+        except TypeError as exc:
+            raise EmbedderError(f"bad embedder parameters: {exc}", where=where) from exc
+    raise EmbedderError(f"cannot read embedder spec {spec!r}", where=where, fix="a string or map")

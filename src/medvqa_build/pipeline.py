@@ -1,0 +1,290 @@
+"""The whole build: materialize/convert -> generate -> render -> validate -> export.
+
+Each stage is content-addressed (see :mod:`runner`); the build directory holds the stages, the
+published exports (``hf/``, ``vlmeval/``), the combined quarantine, ``report.json``/``.md`` and
+``checksums.sha256`` of every exported file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from .convert import scan_source, write_convert_result
+from .errors import RecipeError, SourceError, ValidationFailed
+from .export import EXPORTERS
+from .export.card import dataset_card
+from .generate import generate_items
+from .images import encode_image, render_ref, resolve_image, write_bytes_atomic
+from .manifest import SourceManifest
+from .media.image import load_rgb
+from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
+from .recipe import Recipe
+from .records import Item, Sample
+from .render import RENDERERS, Mark, Style, render
+from .runner import StageResult, run_stage, tree_fingerprint
+from .schema import read_items, read_samples, write_items
+from .sources import get_source
+from .validate import check_items, letter_histogram
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BuildResult:
+    """What a build produced; ``items``/``samples`` turn into pandas via :func:`records_frame`."""
+
+    out_dir: Path
+    recipe: Recipe
+    samples: list[Sample]
+    items: list[Item]
+    report: dict[str, Any]
+    stages: list[StageResult] = field(default_factory=list)
+
+    @property
+    def reused_all(self) -> bool:
+        return all(s.reused for s in self.stages)
+
+    def items_frame(self):
+        from .schema import items_to_table
+
+        return items_to_table(self.items).to_pandas()
+
+    def samples_frame(self):
+        from .schema import samples_to_table
+
+        return samples_to_table(self.samples).to_pandas()
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _publish(stage_dir: Path, dest: Path) -> None:
+    """Expose a finished export stage at ``dest`` (hard links: no copy of the bytes)."""
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(stage_dir, tmp, copy_function=link, ignore=shutil.ignore_patterns("_SUCCESS.json"))
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)
+
+
+def _source_roots(recipe: Recipe, out: Path, stages: list[StageResult]) -> dict[str, Path]:
+    roots: dict[str, Path] = {}
+    for spec in recipe.sources:
+        source = get_source(spec.id)
+        if spec.generate is not None or (spec.root is None and source.generator is not None):
+            if source.generator is None:
+                raise RecipeError(f"source {spec.id!r} is not generated; give it a root", fix="set sources[].root")
+            params = {"seed": recipe.seed, **(spec.generate or {})}
+            st = run_stage(out, "materialize", spec.id, params, lambda d, p=params, g=source.generator: (g(d, **p), {})[1])
+            stages.append(st)
+            roots[spec.id] = st.path
+        else:
+            root = recipe.resolved_root(spec)
+            if root is None:
+                raise RecipeError(f"source {spec.id!r} needs a root", fix="set sources[].root to the unpacked dataset")
+            roots[spec.id] = source.check_root(root)
+    return roots
+
+
+def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, force_export: bool = False) -> BuildResult:
+    """Run every stage of ``recipe`` into ``out_dir``; finished stages are reused."""
+    out = Path(out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    stages: list[StageResult] = []
+    recipe_yaml = recipe.to_yaml()
+    (out / "recipe.yaml").write_text(recipe_yaml, encoding="utf-8")
+    roots = _source_roots(recipe, out, stages)
+    manifests: dict[str, SourceManifest] = {s.id: get_source(s.id).manifest for s in recipe.sources}
+
+    # -- convert ---------------------------------------------------------------------------
+    samples: list[Sample] = []
+    quarantine: list[QuarantineEntry] = []
+    source_counts: dict[str, dict] = {}
+    for spec in recipe.sources:
+        source = get_source(spec.id)
+        inputs = {
+            "manifest": source.path.read_text(encoding="utf-8"),
+            "tree": tree_fingerprint(roots[spec.id]),
+            "verify": spec.verify,
+        }
+
+        def do_convert(d: Path, spec=spec) -> dict:
+            result = scan_source(spec.id, roots[spec.id], verify=spec.verify, progress=progress)
+            return write_convert_result(result, d / "samples.parquet")
+
+        st = run_stage(out, "convert", spec.id, inputs, do_convert)
+        stages.append(st)
+        samples += read_samples(st.path / "samples.parquet")
+        quarantine += read_quarantine(st.path / "samples.quarantine.json")
+        source_counts[spec.id] = {k: st.stats[k] for k in ("found", "converted", "quarantined")}
+    write_quarantine(quarantine, out / "quarantine.json")
+
+    # -- generate --------------------------------------------------------------------------
+    convert_fps = [s.fingerprint for s in stages]
+    gen_inputs = {"convert": convert_fps, "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
+                  "seed": recipe.seed, "benchmark": recipe.benchmark}
+
+    def do_generate(d: Path) -> dict:
+        result = generate_items(recipe, samples, manifests, progress=progress)
+        write_items(result.items, d / "items.parquet")
+        (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
+        return {"items": len(result.items), "dropped": len(result.dropped), "shortfall": result.shortfall}
+
+    gen = run_stage(out, "generate", "items", gen_inputs, do_generate)
+    stages.append(gen)
+
+    # -- render ----------------------------------------------------------------------------
+    def do_render(d: Path) -> dict:
+        items = read_items(gen.path / "items.parquet")
+        rendered = render_items(items, roots, d, recipe, progress)
+        write_items(rendered, d / "items.parquet")
+        return {"items": len(rendered), "rendered": sum(1 for i in rendered if i.images[0].startswith("render://"))}
+
+    ren = run_stage(out, "render", "items", {"generate": gen.fingerprint, "render": recipe.render.model_dump()}, do_render)
+    stages.append(ren)
+    items = read_items(ren.path / "items.parquet")
+    (out / "build.json").write_text(json.dumps({
+        "roots": {k: str(v) for k, v in sorted(roots.items())},
+        "items": (ren.path / "items.parquet").relative_to(out).as_posix(),
+        "render_dir": ren.path.relative_to(out).as_posix(),
+    }, indent=2) + "\n")
+
+    def resolve(ref: str) -> Path:
+        return resolve_image(ref, roots, ren.path)
+
+    # -- validate --------------------------------------------------------------------------
+    def do_validate(d: Path) -> dict:
+        problems = check_items(items, resolve)
+        (d / "problems.json").write_text(json.dumps([p.to_dict() for p in problems], indent=2) + "\n")
+        return {"problems": len(problems), "failed": bool(problems)}
+
+    val = run_stage(out, "validate", "items", {"render": ren.fingerprint}, do_validate)
+    stages.append(val)
+    if val.stats["failed"] and not force_export:
+        _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, {})
+        raise ValidationFailed(
+            f"{val.stats['problems']} validation problem(s); nothing exported",
+            where=str(val.path / "problems.json"),
+            fix="fix the recipe or sources, or pass --force to export anyway (the card will say so)",
+        )
+
+    # -- export ----------------------------------------------------------------------------
+    checksums: dict[str, str] = {}
+    for fmt in recipe.export.formats:
+        exp_inputs = {"render": ren.fingerprint, "validate": val.fingerprint,
+                      "export": recipe.export.model_dump(), "recipe": recipe_yaml, "format": fmt}
+
+        def do_export(d: Path, fmt=fmt) -> dict:
+            if fmt == "hf":
+                card = lambda configs: dataset_card(  # noqa: E731
+                    items, manifests, recipe_yaml, recipe.export.name, configs, val.stats
+                )
+                return EXPORTERS["hf"](items, resolve, d, card)
+            return EXPORTERS[fmt](items, resolve, d, recipe.export.name)
+
+        st = run_stage(out, "export", fmt, exp_inputs, do_export)
+        stages.append(st)
+        _publish(st.path, out / fmt)
+        for path in sorted((out / fmt).rglob("*")):
+            if path.is_file():
+                checksums[path.relative_to(out).as_posix()] = _file_sha256(path)
+    (out / "checksums.sha256").write_text("".join(f"{h}  {p}\n" for p, h in sorted(checksums.items())))
+    report = _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums)
+    return BuildResult(out, recipe, samples, items, report, stages)
+
+
+def render_items(items: list[Item], roots: dict[str, Path], out: Path, recipe: Recipe, progress: bool) -> list[Item]:
+    """Draw each item's planned shapes on a copy of its clean image; keep what was drawn."""
+    style = Style(thickness_px=recipe.render.thickness_px)
+    ext = ".jpg" if recipe.render.format == "jpeg" else ".png"
+    done = []
+    for item in tqdm(items, desc="render", unit="item", disable=not progress, leave=False):
+        drawable = [s for s in item.prompt_geometry if s.kind in RENDERERS]
+        if not drawable:
+            done.append(item)
+            continue
+        clean = load_rgb(resolve_image(item.images[0], roots))
+        marks = [Mark(region=_shape_region(s), color=s.color or "red") for s in drawable]
+        result = render(drawable[0].kind, clean, marks, style)
+        rel = f"images/{item.item_id}_0{ext}"
+        data = encode_image(result.image, recipe.render.format, recipe.render.jpeg_quality, recipe.render.png_level)
+        write_bytes_atomic(out / rel, data)
+        done.append(item.replace(images=(render_ref(rel),) + item.images[1:], prompt_geometry=result.shapes))
+    return done
+
+
+def _shape_region(shape):
+    from .records import Region
+
+    return Region(label=shape.label or "", bbox=shape.bbox, mask=shape.mask)
+
+
+def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums) -> dict:
+    from collections import Counter
+
+    report = {
+        "recipe": recipe.name,
+        "benchmark": recipe.benchmark,
+        "seed": recipe.seed,
+        "sources": source_counts,
+        "quarantined": [{"file": q.file, "source": q.source, "reason": q.reason} for q in quarantine],
+        "items": len(items),
+        "items_per_task": dict(sorted(Counter(i.task for i in items).items())),
+        "dropped": gen.stats.get("dropped", 0),
+        "shortfall": gen.stats.get("shortfall", {}),
+        "validation": val.stats,
+        "answer_letters": letter_histogram(items),
+        "stages": [{"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused} for s in stages],
+        "exports": checksums,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    lines = [f"# Build report: {recipe.name}", "", "| source | found | converted | quarantined |", "|---|---|---|---|"]
+    for sid, c in source_counts.items():
+        lines.append(f"| {sid} | {c['found']} | {c['converted']} | {c['quarantined']} |")
+    lines += ["", "| task | items |", "|---|---|"]
+    lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
+    lines += ["", f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
+              f"Validation problems: {val.stats['problems']}.", ""]
+    if quarantine:
+        lines += ["## Quarantine", ""] + [f"- `{q.file}` ({q.source}): {q.reason}" for q in quarantine] + [""]
+    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    return report
+
+
+def open_build(build_dir: str | os.PathLike):
+    """``(items, resolve, recipe)`` of a finished build directory, for validate/export."""
+    out = Path(build_dir).resolve()
+    meta_path = out / "build.json"
+    if not meta_path.is_file():
+        raise SourceError("not a build directory (no build.json)", where=str(out),
+                          fix="pass the -o folder of a `medvqa-build run`")
+    meta = json.loads(meta_path.read_text())
+    roots = {k: Path(v) for k, v in meta["roots"].items()}
+    render_dir = out / meta["render_dir"]
+    items = read_items(out / meta["items"])
+    recipe = Recipe.from_yaml(out / "recipe.yaml")
+    return items, (lambda ref: resolve_image(ref, roots, render_dir)), recipe
+
+
+__all__ = ["BuildResult", "build", "open_build"]

@@ -1,0 +1,243 @@
+"""Recipes: one YAML file that names sources, tasks, rendering and exports, validated by
+pydantic so a typo is one line naming the key, the bad value and the allowed values."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import RecipeError
+from .pydantic_errors import describe_validation_error
+
+PROMPT_LEVELS = ("image", "box", "contour", "multi", "coord", "mask", "point")
+EXPORT_FORMATS = ("hf", "vlmeval")
+SAMPLE_FILTER_KEYS = ("modality", "scene", "split", "source")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceSpec(_Strict):
+    """A source and where its raw files are; generated sources take ``generate`` instead."""
+
+    id: str
+    root: str | None = None
+    generate: dict[str, Any] | None = None
+    verify: Literal["header", "decode"] = "header"
+
+
+class NegativesSpec(_Strict):
+    strategy: str = "label_pool"
+    mandatory: list[str] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskSpec(_Strict):
+    """One entry of the task list: a generator, its taxonomy, quota and option rules."""
+
+    name: str
+    generator: str
+    sources: list[str] = Field(default_factory=list)  # empty = every source in the recipe
+    category: str
+    task: str
+    subtask: str | None = None
+    quota: int = Field(100, ge=1)
+    n_options: int = Field(4, ge=2, le=6)
+    negatives: NegativesSpec = Field(default_factory=NegativesSpec)
+    prompt_level: str = "image"
+    where: dict[str, str | list[str]] = Field(default_factory=dict)  # sample filter, e.g. modality
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("where")
+    @classmethod
+    def _where(cls, value: dict) -> dict:
+        bad = sorted(set(value) - set(SAMPLE_FILTER_KEYS))
+        if bad:
+            raise ValueError(f"cannot filter on {bad}; allowed: {', '.join(SAMPLE_FILTER_KEYS)}")
+        return value
+
+    def accepts(self, sample) -> bool:
+        """Whether a sample passes the ``where`` filter (values may be one string or a list)."""
+        for key, wanted in self.where.items():
+            allowed = [wanted] if isinstance(wanted, str) else wanted
+            if getattr(sample, key) not in allowed:
+                return False
+        return True
+
+    @field_validator("prompt_level")
+    @classmethod
+    def _level(cls, value: str) -> str:
+        if value not in PROMPT_LEVELS:
+            raise ValueError(f"must be one of {', '.join(PROMPT_LEVELS)}")
+        return value
+
+
+class RenderSpec(_Strict):
+    format: Literal["jpeg", "png"] = "jpeg"
+    jpeg_quality: int = Field(92, ge=50, le=100)
+    png_level: int = Field(3, ge=0, le=9)
+    thickness_px: int | None = None
+
+
+class ExportSpec(_Strict):
+    name: str = "MedVQA"
+    formats: list[str] = Field(default_factory=lambda: list(EXPORT_FORMATS))
+
+    @field_validator("formats")
+    @classmethod
+    def _formats(cls, value: list[str]) -> list[str]:
+        bad = [v for v in value if v not in EXPORT_FORMATS]
+        if bad:
+            raise ValueError(f"unknown format(s) {bad}; allowed: {', '.join(EXPORT_FORMATS)}")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+            raise ValueError("use letters, digits, '_', '-' and '.' only (it names files)")
+        if "mmbench" in value.lower() or "circular" in value.lower():
+            raise ValueError("names containing 'mmbench'/'circular' switch VLMEvalKit to circular evaluation")
+        return value
+
+
+class Recipe(_Strict):
+    """The whole build: sources, tasks, rendering, export, and the one seed."""
+
+    name: str
+    benchmark: str
+    seed: int = 0
+    sources: list[SourceSpec]
+    tasks: list[TaskSpec]
+    render: RenderSpec = Field(default_factory=RenderSpec)
+    export: ExportSpec = Field(default_factory=ExportSpec)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Recipe:
+        ids = [s.id for s in self.sources]
+        names = [t.name for t in self.tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task names must be unique, got {names}")
+        for t in self.tasks:
+            unknown = [s for s in t.sources if s not in ids]
+            if unknown:
+                raise ValueError(
+                    f"task {t.name!r} names source(s) {unknown} not in the recipe's sources {ids}"
+                )
+        return self
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
+        path = Path(path)
+        if not path.is_file():
+            raise RecipeError("recipe file not found", where=str(path), fix="check the path")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise RecipeError(f"recipe is not valid YAML ({exc})".replace("\n", " "), where=str(path)) from None
+        return cls.from_dict(data, overrides, where=str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, overrides: list[str] | None = None, where: str = "recipe") -> Recipe:
+        if not isinstance(data, dict):
+            raise RecipeError("a recipe must be a YAML mapping", where=where)
+        for item in overrides or []:
+            apply_override(data, item, where)
+        try:
+            recipe = cls.model_validate(data)
+        except ValidationError as exc:
+            raise RecipeError(
+                f"bad recipe: {describe_validation_error(exc)}",
+                where=where,
+                fix="see docs/recipes.md for every key and its allowed values",
+            ) from None
+        recipe._check_names(where)
+        return recipe
+
+    def _check_names(self, where: str) -> None:
+        """Names that live in registries: sources, generators, negative strategies."""
+        from .errors import UsageError
+        from .negatives import SAMPLERS
+        from .sources import all_sources
+        from .tasks import TASKS
+
+        known = all_sources()
+        for i, s in enumerate(self.sources):
+            if s.id not in known:
+                raise RecipeError(
+                    f"sources.{i}.id={s.id!r}: unknown source",
+                    where=where,
+                    fix="use one of: " + ", ".join(sorted(known)),
+                )
+        for i, t in enumerate(self.tasks):
+            for key, registry, value in (
+                ("generator", TASKS, t.generator),
+                ("negatives.strategy", SAMPLERS, t.negatives.strategy),
+            ):
+                try:
+                    registry.get(value)
+                except UsageError:
+                    raise RecipeError(
+                        f"tasks.{i}.{key}={value!r}: unknown {registry.kind}",
+                        where=where,
+                        fix="use one of: " + ", ".join(registry.names()),
+                    ) from None
+
+    def resolved_root(self, spec: SourceSpec) -> Path | None:
+        """The source root with ``$VAR``/``${VAR}`` expanded; an unset variable is an error."""
+        if spec.root is None:
+            return None
+        expanded = os.path.expandvars(spec.root)
+        if "$" in expanded:
+            raise RecipeError(
+                f"source {spec.id!r}: root {spec.root!r} uses an unset environment variable",
+                fix="export the variable or put the path in the recipe",
+            )
+        return Path(expanded).expanduser()
+
+    def fingerprint(self, *parts: Any) -> str:
+        return fingerprint(self.model_dump(mode="json"), *parts)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def fingerprint(*parts: Any) -> str:
+    """Stable hash of JSON-able parts (sorted keys)."""
+    payload = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def apply_override(data: dict, item: str, where: str) -> None:
+    """Apply ``a.b.0.c=value`` (value parsed as YAML) to a raw recipe mapping."""
+    if "=" not in item:
+        raise RecipeError(f"--set {item!r} is not KEY=VALUE", where=where, fix="e.g. --set seed=3")
+    key, raw = item.split("=", 1)
+    value = yaml.safe_load(raw) if raw else ""
+    node: Any = data
+    parts = key.split(".")
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise RecipeError(f"--set {key}: {part!r} is not an index of a {len(node)}-item list", where=where)
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise RecipeError(f"--set {key}: cannot descend into {'.'.join(parts[:i])}", where=where)

@@ -1,0 +1,66 @@
+"""``coord`` (the box is given as text, EndoBench's Coor level) and ``image`` (no prompt at all).
+
+Neither draws: both return the clean image unchanged. ``coord`` records each region's box as a
+``text`` shape; the question writer formats it with :func:`coord_text` in the chosen convention.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..geometry import format_box
+from ..records import DrawnShape
+from .base import RENDERERS, Mark, RenderResult, Style
+from .masks import region_box
+
+# The sentence EndoBench appends after an absolute box (reference/endobench.md 1.4).
+COORD_HINTS: dict[str, str] = {
+    "abs": "The bounding box is defined by the format [x1, y1, x2, y2].",
+    "norm1000": "The bounding box is defined by the format [x1, y1, x2, y2], "
+    "with coordinates scaled to 0-1000.",
+    "norm1": "The bounding box is defined by the format [x1, y1, x2, y2], "
+    "with coordinates as fractions of the image width and height.",
+    "qwen": "The bounding box is given as <|box_start|>(x1,y1),(x2,y2)<|box_end|>.",
+}
+
+
+def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: int) -> str:
+    """The box (x2/y2 exclusive pixels) as prompt text: abs, norm1000, norm1 or qwen."""
+    return format_box(box_xyxy, convention, width, height)
+
+
+class CoordRenderer:
+    name = "coord"
+
+    def draw(
+        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+    ) -> RenderResult:
+        h, w = image.shape[:2]
+        shapes = tuple(
+            DrawnShape(
+                image_index=0,
+                kind="text",
+                label=m.region.label,
+                color=m.color,
+                bbox=region_box(m.region, h, w, root),
+            )
+            for m in marks
+        )
+        return RenderResult(image, shapes)
+
+
+class NoPromptRenderer:
+    name = "image"
+
+    def draw(
+        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+    ) -> RenderResult:
+        return RenderResult(image, ())
+
+
+RENDERERS.add("coord", CoordRenderer())
+RENDERERS.add("image", NoPromptRenderer())
+RENDERERS.add("none", RENDERERS.get("image"))

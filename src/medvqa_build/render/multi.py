@@ -1,0 +1,45 @@
+"""``multi``: 2-4 regions, each outlined in a distinct named colour (EndoBench's Mul level).
+
+Each mark is drawn as a box (default) or a contour (``Mark.shape``), in the given order, so a
+later mark may cover an earlier one where they overlap. ``multi_contour`` defaults to contours.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .base import RENDERERS, Mark, RenderResult, Style
+from .box import draw_box_mark
+from .contour import draw_contour_mark
+
+MIN_MARKS, MAX_MARKS = 2, 4
+
+
+class MultiRenderer:
+    def __init__(self, name: str, default_shape: str):
+        self.name, self.default_shape = name, default_shape
+
+    def draw(
+        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+    ) -> RenderResult:
+        if not MIN_MARKS <= len(marks) <= MAX_MARKS:
+            raise ValueError(f"{self.name} needs {MIN_MARKS}-{MAX_MARKS} marks, got {len(marks)}")
+        colors = [m.color for m in marks]
+        if len(set(colors)) != len(colors):
+            raise ValueError(f"{self.name} marks need distinct colours, got {colors}")
+        shapes = []
+        for mark in marks:
+            shape = mark.shape or self.default_shape
+            if shape == "box":
+                shapes.append(draw_box_mark(image, mark, style, root))
+            elif shape == "contour":
+                shapes.extend(draw_contour_mark(image, mark, style, root))
+            else:
+                raise ValueError(f"{self.name} draws 'box' or 'contour' marks, got {shape!r}")
+        return RenderResult(image, tuple(shapes))
+
+
+RENDERERS.add("multi", MultiRenderer("multi", "box"))
+RENDERERS.add("multi_contour", MultiRenderer("multi_contour", "contour"))

@@ -1,0 +1,78 @@
+"""``point``: a filled disc marking each region (given point, else mask centroid, else box centre).
+
+A centroid that falls outside its mask (crescent shapes) moves to the nearest mask pixel, so
+the marker always sits on the region. The shape's ``thickness_px`` records the disc radius.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..geometry import box_problem
+from ..records import DrawnShape, PointXY
+from .base import COLORS, RENDERERS, Mark, RenderResult, Style
+from .masks import load_region_mask
+
+
+def mark_point(mark: Mark, height: int, width: int, root: Path | None = None) -> PointXY:
+    """Where the marker goes, in pixel-centre coordinates (integers)."""
+    region = mark.region
+    if mark.point is not None:
+        x, y = mark.point
+    elif region.points:
+        x, y = region.points[0]
+    elif region.mask is not None or len(region.polygon) >= 3:
+        mask = load_region_mask(region, height, width, root)
+        ys, xs = np.nonzero(mask)
+        x, y = float(np.round(xs.mean())), float(np.round(ys.mean()))
+        if not mask[int(y), int(x)]:
+            nearest = np.argmin((xs - x) ** 2 + (ys - y) ** 2)
+            x, y = float(xs[nearest]), float(ys[nearest])
+    elif region.bbox is not None:
+        problem = box_problem(region.bbox, width, height)
+        if problem:
+            raise ValueError(f"region {region.label!r}: {problem}")
+        x1, y1, x2, y2 = region.bbox
+        # the centre pixel of an exclusive-edge box
+        x, y = np.floor((x1 + x2 - 1) / 2), np.floor((y1 + y2 - 1) / 2)
+    else:
+        raise ValueError(f"region {region.label!r} has no point, mask, polygon or box")
+    x, y = int(round(float(x))), int(round(float(y)))
+    if not (0 <= x < width and 0 <= y < height):
+        raise ValueError(f"region {region.label!r}: point ({x}, {y}) lies outside the image")
+    return (float(x), float(y))
+
+
+def draw_point_mark(
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None
+) -> DrawnShape:
+    h, w = image.shape[:2]
+    r = style.radius_for(h, w)
+    x, y = mark_point(mark, h, w, root)
+    cv2.circle(image, (int(x), int(y)), r, COLORS[mark.color], -1, cv2.LINE_8)
+    box = (max(0.0, x - r), max(0.0, y - r), min(float(w), x + r + 1), min(float(h), y + r + 1))
+    return DrawnShape(
+        image_index=0,
+        kind="point",
+        label=mark.region.label,
+        color=mark.color,
+        bbox=box,
+        point=(x, y),
+        thickness_px=r,
+    )
+
+
+class PointRenderer:
+    name = "point"
+
+    def draw(
+        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+    ) -> RenderResult:
+        shapes = tuple(draw_point_mark(image, mark, style, root) for mark in marks)
+        return RenderResult(image, shapes)
+
+
+RENDERERS.add("point", PointRenderer())

@@ -1,0 +1,83 @@
+"""Content-addressed, atomic stage outputs: each stage's folder is named by a hash of its
+inputs and config; it is built in a temp folder and renamed into place with a completion
+marker, so an interrupted run leaves nothing half-written and a rerun reuses finished stages.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .recipe import fingerprint
+
+log = logging.getLogger(__name__)
+
+MARKER = "_SUCCESS.json"
+# Bump when a stage's output format or logic changes, so old cached outputs are not reused.
+STAGE_VERSIONS = {"materialize": 1, "convert": 1, "generate": 1, "render": 1, "validate": 1, "export": 1}
+
+
+@dataclass(frozen=True)
+class StageResult:
+    name: str
+    path: Path
+    fingerprint: str
+    stats: dict[str, Any]
+    reused: bool
+
+
+def stage_fingerprint(name: str, inputs: Any) -> str:
+    return fingerprint(name, STAGE_VERSIONS[name], __version__, inputs)
+
+
+def run_stage(
+    build_dir: Path,
+    name: str,
+    key: str,
+    inputs: Any,
+    build: Callable[[Path], dict[str, Any]],
+) -> StageResult:
+    """Reuse ``build_dir/stages/<name>/<key>-<fp>`` if complete, else build it atomically."""
+    fp = stage_fingerprint(name, inputs)
+    final = build_dir / "stages" / name / f"{key}-{fp[:16]}"
+    marker = final / MARKER
+    if marker.is_file():
+        data = json.loads(marker.read_text())
+        if data.get("fingerprint") == fp:
+            log.info("%s %s: reused %s", name, key, final)
+            return StageResult(name, final, fp, data.get("stats", {}), True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    try:
+        stats = build(tmp)
+        (tmp / MARKER).write_text(
+            json.dumps({"stage": name, "key": key, "fingerprint": fp, "stats": stats}, indent=2, sort_keys=True)
+            + "\n"
+        )
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return StageResult(name, final, fp, stats, False)
+
+
+def tree_fingerprint(root: Path) -> str:
+    """Cheap content proxy of a folder: relative paths, sizes and mtimes of every file."""
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            st = path.stat()
+            entries.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
+    return fingerprint(entries)

@@ -1,0 +1,80 @@
+import numpy as np
+
+from medvqa_build.negatives import EmbeddingCache, embed_with_cache, file_sha256
+
+
+class CountingEmbedder:
+    """Deterministic fake: the vector is a function of the file bytes; counts images seen."""
+
+    id = "fake:v1"
+    dim = 8
+
+    def __init__(self):
+        self.seen = 0
+
+    def embed_paths(self, paths):
+        self.seen += len(paths)
+        out = []
+        for p in paths:
+            seed = int(file_sha256(p)[:8], 16)
+            v = np.random.default_rng(seed).normal(size=self.dim)
+            out.append(v / np.linalg.norm(v))
+        return np.array(out, dtype=np.float32)
+
+
+def write_files(root, n, dup=0, tag="image"):
+    root.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(n):
+        p = root / f"img{i}.bin"
+        p.write_bytes(f"{tag} {i % (n - dup) if dup else i}".encode())
+        paths.append(str(p))
+    return paths
+
+
+def test_second_call_computes_nothing(tmp_path):
+    paths = write_files(tmp_path / "imgs", 10)
+    emb = CountingEmbedder()
+    first = embed_with_cache(emb, paths, tmp_path / "cache", shard_rows=4, progress=False)
+    assert emb.seen == 10 and first.shape == (10, 8) and first.dtype == np.float32
+    second = embed_with_cache(emb, paths, tmp_path / "cache", progress=False)
+    assert emb.seen == 10
+    np.testing.assert_array_equal(first, second)
+    more = write_files(tmp_path / "more", 3, tag="other")
+    embed_with_cache(emb, paths + more, tmp_path / "cache", progress=False)
+    assert emb.seen == 13  # only the new content is embedded
+
+
+def test_same_content_embedded_once_and_keys(tmp_path):
+    paths = write_files(tmp_path / "imgs", 6, dup=3)  # img3..5 repeat img0..2
+    emb = CountingEmbedder()
+    out = embed_with_cache(emb, paths, tmp_path / "cache", progress=False)
+    assert emb.seen == 3
+    np.testing.assert_array_equal(out[:3], out[3:])
+    keyed = embed_with_cache(
+        emb, paths[:2], tmp_path / "cache", keys=["k-a", "k-b"], progress=False
+    )
+    assert emb.seen == 5 and keyed.shape == (2, 8)
+
+
+def test_partial_shard_is_never_read(tmp_path):
+    paths = write_files(tmp_path / "imgs", 4)
+    emb = CountingEmbedder()
+    embed_with_cache(emb, paths, tmp_path / "cache", shard_rows=2, progress=False)
+    cache = EmbeddingCache(tmp_path / "cache", emb.id, emb.dim)
+    # An interrupted write leaves a .npy without its .json index (and temp files).
+    (cache.dir / "shard-orphan.npy").write_bytes(b"garbage")
+    (cache.dir / ".shard-x.json.tmp").write_text("{")
+    index = sorted(cache.dir.glob("shard-*.json"))[0]
+    index.with_suffix(".npy").unlink()  # index whose array vanished: ignored too
+    again = embed_with_cache(emb, paths, tmp_path / "cache", progress=False)
+    assert emb.seen == 6 and again.shape == (4, 8)
+
+
+def test_other_embedder_id_does_not_share(tmp_path):
+    paths = write_files(tmp_path / "imgs", 3)
+    a, b = CountingEmbedder(), CountingEmbedder()
+    b.id = "fake:v2"
+    embed_with_cache(a, paths, tmp_path / "cache", progress=False)
+    embed_with_cache(b, paths, tmp_path / "cache", progress=False)
+    assert a.seen == 3 and b.seen == 3

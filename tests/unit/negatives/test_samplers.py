@@ -1,0 +1,130 @@
+import numpy as np
+import pytest
+from negatives_synth import clustered_embeddings, make_sample
+
+from medvqa_build.negatives import (
+    SAMPLERS,
+    NotEnoughOptions,
+    OptionRequest,
+    VisualClassSampler,
+    VisualNeighborSampler,
+)
+from medvqa_build.ontology import Ontology
+
+CLASSES = ["polyp", "adenomatous polyp", "ulcer", "ulcer_twin", "bleeding", "normal", "esophagitis"]
+ONTO = Ontology.from_mapping({"parents": {"adenomatous polyp": "polyp"}})
+
+
+@pytest.fixture(scope="module")
+def data():
+    return clustered_embeddings(CLASSES, per_class=12, twins=[("ulcer", "ulcer_twin")])
+
+
+def fitted(name, data, **params):
+    samples, emb, labels = data
+    return SAMPLERS.get(name)(**params).fit(samples, emb, labels)
+
+
+def request_for(sample, truth, n=4, **kw):
+    kw.setdefault("ontology", ONTO)
+    return OptionRequest(truth=truth, pool=tuple(CLASSES), n_options=n, sample=sample, **kw)
+
+
+@pytest.mark.parametrize("name", ["label_pool", "visual_class", "visual_neighbor"])
+def test_constraints_and_determinism(name, data):
+    sampler = fitted(name, data)
+    samples, _, labels = data
+    for sample, truth in list(zip(samples, labels, strict=True))[::5]:
+        req = request_for(sample, truth, n=4, mandatory=("normal",))
+        neg = sampler.sample(req, np.random.default_rng(7))
+        assert neg.strategy == name
+        assert len(neg.candidates) == 3
+        assert len(set(neg.candidates)) == len(neg.candidates)
+        assert truth not in neg.candidates
+        if truth != "normal":
+            assert neg.candidates[0] == "normal"
+        if truth in ("polyp", "adenomatous polyp"):
+            assert not {"polyp", "adenomatous polyp"} & set(neg.candidates)
+        if name != "label_pool":
+            assert len(neg.scores) == len(neg.candidates)
+        again = sampler.sample(req, np.random.default_rng(7))
+        assert again.candidates == neg.candidates
+        assert np.array_equal(again.scores, neg.scores, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["label_pool", "visual_class", "visual_neighbor"])
+def test_not_enough_options_never_short(name, data):
+    sampler = fitted(name, data)
+    samples, _, labels = data
+    req = request_for(samples[0], labels[0], n=len(CLASSES) + 1)
+    with pytest.raises(NotEnoughOptions):
+        sampler.sample(req, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", ["visual_class", "visual_neighbor"])
+def test_hard_negative_is_the_look_alike(name, data):
+    sampler = fitted(name, data)
+    samples, _, labels = data
+    for sample, truth in zip(samples, labels, strict=True):
+        if truth == "ulcer":
+            neg = sampler.sample(request_for(sample, truth, n=2), np.random.default_rng(0))
+            assert neg.candidates == ("ulcer_twin",)
+            assert neg.pool_size >= 4
+
+
+@pytest.mark.parametrize("aggregate", ["max", "mean", "topk"])
+def test_visual_class_scores_sorted_and_self_excluded(aggregate, data):
+    samples, emb, labels = data
+    sampler = VisualClassSampler(aggregate=aggregate, topk=3).fit(samples, emb, labels)
+    req = request_for(samples[0], labels[0], n=5)
+    neg = sampler.sample(req, np.random.default_rng(0))
+    assert list(neg.scores) == sorted(neg.scores, reverse=True)
+    # A library holding only the query itself: the query's own class gets no score.
+    solo = VisualClassSampler().fit([samples[0]], emb[:1], labels[:1])
+    assert solo.class_scores(OptionRequest(labels[0], (), 2, sample=samples[0])) == {}
+
+
+def test_visual_class_library_size_and_healthy_truth(data):
+    samples, emb, labels = data
+    sampler = VisualClassSampler(library_size=3, seed=1).fit(samples, emb, labels)
+    assert all(b - a == 3 for a, b in sampler._bounds)
+    normal = next(s for s, lab in zip(samples, labels, strict=True) if lab == "normal")
+    req = request_for(normal, "normal", n=5, mandatory=("normal",))
+    neg = sampler.sample(req, np.random.default_rng(0))
+    assert len(neg.candidates) == 4 and "normal" not in neg.candidates
+
+
+def test_pool_and_same_source_restrict(data):
+    samples, emb, labels = data
+    other = [
+        make_sample(s.sample_id, source="other" if lab == "bleeding" else "src")
+        for s, lab in zip(samples, labels, strict=True)
+    ]
+    for cls in (VisualClassSampler, VisualNeighborSampler):
+        s = cls(same_source=True).fit(other, emb, labels)
+        req = request_for(other[0], labels[0], n=5)
+        assert "bleeding" not in s.sample(req, np.random.default_rng(0)).candidates
+        pooled = OptionRequest(labels[0], ("ulcer", "normal", "bleeding"), 3, sample=samples[0])
+        s = cls().fit(samples, emb, labels)
+        got = set(s.sample(pooled, np.random.default_rng(0)).candidates)
+        assert got <= {"ulcer", "normal", "bleeding"}
+
+
+def test_request_embedding_for_unfitted_query(data):
+    samples, emb, labels = data
+    sampler = VisualClassSampler().fit(samples, emb, labels)
+    outsider = make_sample("new:0")
+    with pytest.raises(ValueError, match="no embedding"):
+        sampler.sample(OptionRequest("ulcer", (), 3, sample=outsider), np.random.default_rng(0))
+    req = OptionRequest("ulcer", (), 2, sample=outsider, embedding=emb[labels.index("ulcer")])
+    assert sampler.sample(req, np.random.default_rng(0)).candidates == ("ulcer_twin",)
+
+
+def test_visual_neighbor_widens_search_and_skips_group(data):
+    samples, emb, labels = data
+    sampler = VisualNeighborSampler(k=2).fit(samples, emb, labels)
+    req = request_for(samples[0], labels[0], n=6)
+    neg = sampler.sample(req, np.random.default_rng(0))
+    assert len(neg.candidates) == 5
+    scores = sampler.class_scores(req, 1)
+    assert labels[0] in scores  # same-label neighbours outside the query's group are seen

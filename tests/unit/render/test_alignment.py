@@ -1,0 +1,72 @@
+"""The alignment check (validate/alignment.py) against every renderer and deliberate faults."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from medvqa_build.records import Region
+from medvqa_build.render import COLORS, Mark, Style, render
+from medvqa_build.validate.alignment import check_alignment
+
+
+@pytest.mark.parametrize("kind", ["box", "contour", "mask", "point", "coord", "image"])
+@pytest.mark.parametrize("thickness", [1, 2, 5])
+def test_every_renderer_passes(clean, disc, kind, thickness, to_region):
+    out = render(kind, clean, [Mark(to_region(disc), "yellow")], Style(thickness_px=thickness))
+    assert check_alignment(clean, out.image, out.shapes, "item-1") == []
+
+
+@pytest.mark.parametrize("shape", ["box", "contour"])
+def test_multi_passes_with_overlaps(clean, disc, shape, to_region):
+    marks = [
+        Mark(to_region(disc), "red", shape),
+        Mark(Region("b", bbox=(50, 30, 90, 70)), "blue"),
+        Mark(Region("c", bbox=(0, 0, 128, 96)), "green"),
+    ]
+    out = render("multi", clean, marks)
+    assert check_alignment(clean, out.image, out.shapes, "item-1") == []
+
+
+def test_catches_a_shifted_box(clean):
+    out = render("box", clean, [Mark(Region("x", bbox=(20, 20, 60, 60)))], Style(thickness_px=2))
+    shifted = replace(out.shapes[0], bbox=(25.0, 20.0, 65.0, 60.0))
+    problems = check_alignment(clean, out.image, [shifted], "item-7")
+    assert problems and all(p.startswith("item-7") for p in problems)
+    assert any("outside the recorded prompt geometry" in p for p in problems)
+
+
+def test_catches_pixels_drawn_off_the_box(clean):
+    out = render("box", clean, [Mark(Region("x", bbox=(20, 20, 60, 60)))], Style(thickness_px=2))
+    moved = np.roll(out.image, 3, axis=1)
+    moved[:, :3] = clean[:, :3]
+    assert check_alignment(clean, moved, out.shapes, "item-2")
+
+
+def test_catches_a_missing_drawing_and_a_changed_coord_image(clean, disc, to_region):
+    out = render("box", clean, [Mark(Region("x", bbox=(20, 20, 60, 60)))])
+    problems = check_alignment(clean, clean, out.shapes, "item-3")
+    assert any("of its outline shows red" in p for p in problems)
+    coord = render("coord", clean, [Mark(to_region(disc))])
+    touched = clean.copy()
+    touched[0, 0] = COLORS["red"]
+    assert any("changed pixels" in p for p in check_alignment(clean, touched, coord.shapes, "i"))
+
+
+def test_catches_mask_fill_outside_the_mask(clean, disc, to_region):
+    out = render("mask", clean, [Mark(to_region(disc))], Style(alpha=0.5))
+    other = np.zeros_like(disc)
+    other[:10, :10] = True
+    wrong = replace(out.shapes[0], mask=to_region(other).mask)
+    assert check_alignment(clean, out.image, [wrong], "item-4")
+
+
+def test_invalid_primitives_are_named(clean):
+    bad = [
+        render("box", clean, [Mark(Region("x", bbox=(1, 1, 5, 5)))]).shapes[0],
+    ]
+    outside = replace(bad[0], bbox=(100.0, 1.0, 140.0, 5.0))
+    flat = replace(bad[0], bbox=(5.0, 1.0, 5.0, 5.0))
+    problems = check_alignment(clean, clean, [outside, flat], "item-5")
+    assert any("outside" in p for p in problems) and any("x2 <= x1" in p for p in problems)
+    assert check_alignment(clean, clean[:10], [], "item-6")[0].startswith("item-6: rendered image")
