@@ -4,10 +4,18 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from medvqa_build.records import Region
+from medvqa_build.geometry import rle_encode
+from medvqa_build.records import MaskRef, Region
 from medvqa_build.render import COLORS, Mark, Style, render
 from medvqa_build.validate.alignment import check_alignment
+
+
+def _rle(mask):
+    size_hw, counts = rle_encode(mask)
+    return Region("x", mask=MaskRef(size_hw=size_hw, counts=counts))
 
 
 @pytest.mark.parametrize("kind", ["box", "contour", "mask", "point", "coord", "image"])
@@ -70,3 +78,28 @@ def test_invalid_primitives_are_named(clean):
     problems = check_alignment(clean, clean, [outside, flat], "item-5")
     assert any("outside" in p for p in problems) and any("x2 <= x1" in p for p in problems)
     assert check_alignment(clean, clean[:10], [], "item-6")[0].startswith("item-6: rendered image")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(0, 59),
+    st.integers(0, 49),
+    st.integers(1, 25),
+    st.integers(1, 25),
+    st.sampled_from(["box", "contour", "mask", "point"]),
+    st.sampled_from([1, 2, 3, 8]),
+)
+def test_random_masks_pass_at_any_thickness(x, y, bw, bh, kind, thickness):
+    mask = np.zeros((50, 60), bool)
+    mask[y : y + bh, x : x + bw] = True
+    yy, xx = np.ogrid[:50, :60]
+    mask |= (xx - x) ** 2 + (yy - y) ** 2 < bw * bh
+    image = np.full((50, 60, 3), 100, np.uint8)
+    out = render(kind, image, [Mark(_rle(mask))], Style(thickness_px=thickness))
+    assert check_alignment(image, out.image, out.shapes, "p") == []
+
+
+def test_catches_a_shifted_contour(clean, disc, to_region):
+    out = render("contour", clean, [Mark(to_region(disc))], Style(thickness_px=2))
+    moved = tuple((px + 6, py) for px, py in out.shapes[0].polygon)
+    assert check_alignment(clean, out.image, [replace(out.shapes[0], polygon=moved)], "c")
