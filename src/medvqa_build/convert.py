@@ -44,6 +44,7 @@ class ConvertResult:
 def scan_source(source_id: str, root: str | os.PathLike, verify: str = "header", progress: bool = True) -> ConvertResult:
     """Scan a source root into a :class:`ConvertResult` (nothing written)."""
     source = get_source(source_id)
+    root = source.check_root(root)  # fail with one line before any progress bar is drawn
     result = ConvertResult(source_id)
     seen: set[str] = set()
     bar = tqdm(desc=f"convert {source_id}", unit="file", disable=not progress, leave=False)

@@ -92,7 +92,7 @@ def generate_items(
                 continue
             options, pos = place_answer(cand.truth, negatives.candidates, slots.next(spec.name, spec.n_options), rng)
             color = "red"
-            question, template_id = gen.question(cand, made, color)
+            question, template_id = gen.question(cand, made, color, spec.prompt_level, spec.coord_format)
             manifest = manifests[source]
             result.items.append(
                 Item(
@@ -110,6 +110,7 @@ def generate_items(
                     answer=LETTERS[pos],
                     gt=cand.truth,
                     prompt_level=spec.prompt_level,
+                    coord_format=spec.coord_format if spec.prompt_level == "coord" else None,
                     prompt_geometry=gen.prompt_shapes(cand, spec.prompt_level, color),
                     negatives=negatives,
                     template_id=template_id,

@@ -25,15 +25,16 @@ from .export.card import dataset_card
 from .generate import generate_items
 from .images import encode_image, render_ref, resolve_image, write_bytes_atomic
 from .manifest import SourceManifest
-from .media.image import load_rgb
+from .media.image import ImageProblem, load_rgb
 from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
 from .recipe import Recipe
 from .records import Item, Sample
-from .render import RENDERERS, Mark, Style, render
+from .render import Mark, Style, render
 from .runner import StageResult, run_stage, tree_fingerprint
 from .schema import read_items, read_samples, write_items
 from .sources import get_source
-from .validate import check_items, letter_histogram
+from .validate import Problem, check_items, letter_histogram
+from .validate.alignment import check_alignment
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +158,12 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
     # -- render ----------------------------------------------------------------------------
     def do_render(d: Path) -> dict:
         items = read_items(gen.path / "items.parquet")
-        rendered = render_items(items, roots, d, recipe, progress)
+        rendered, bad, problems = render_items(items, roots, d, recipe, progress)
         write_items(rendered, d / "items.parquet")
-        return {"items": len(rendered), "rendered": sum(1 for i in rendered if i.images[0].startswith("render://"))}
+        (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
+        (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")
+        return {"items": len(rendered), "quarantined": len(bad), "alignment_problems": len(problems),
+                "rendered": sum(1 for i in rendered if i.images[0].startswith("render://"))}
 
     ren = run_stage(out, "render", "items", {"generate": gen.fingerprint, "render": recipe.render.model_dump()}, do_render)
     stages.append(ren)
@@ -176,6 +180,8 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
     # -- validate --------------------------------------------------------------------------
     def do_validate(d: Path) -> dict:
         problems = check_items(items, resolve)
+        problems += [Problem(p.split(":", 1)[0], "alignment", p)
+                     for p in json.loads((ren.path / "alignment.json").read_text())]
         (d / "problems.json").write_text(json.dumps([p.to_dict() for p in problems], indent=2) + "\n")
         return {"problems": len(problems), "failed": bool(problems)}
 
@@ -214,35 +220,52 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
     return BuildResult(out, recipe, samples, items, report, stages)
 
 
-def render_items(items: list[Item], roots: dict[str, Path], out: Path, recipe: Recipe, progress: bool) -> list[Item]:
-    """Draw each item's planned shapes on a copy of its clean image; keep what was drawn."""
+def render_items(
+    items: list[Item], roots: dict[str, Path], out: Path, recipe: Recipe, progress: bool
+) -> tuple[list[Item], list[dict], list[str]]:
+    """Draw each item's planned shapes on a copy of its clean image and keep what was drawn.
+
+    Returns ``(items, quarantined, alignment_problems)``: an item whose geometry cannot be
+    drawn (empty mask, box outside the image) is quarantined with the reason; the alignment
+    check runs on the in-memory image, before lossy encoding.
+    """
     style = Style(thickness_px=recipe.render.thickness_px)
     ext = ".jpg" if recipe.render.format == "jpeg" else ".png"
-    done = []
+    done, quarantined, problems = [], [], []
     for item in tqdm(items, desc="render", unit="item", disable=not progress, leave=False):
-        drawable = [s for s in item.prompt_geometry if s.kind in RENDERERS]
-        if not drawable:
+        planned = [s for s in item.prompt_geometry if s.image_index == 0]
+        if item.prompt_level == "image" or not planned:
             done.append(item)
             continue
-        clean = load_rgb(resolve_image(item.images[0], roots))
-        marks = [Mark(region=_shape_region(s), color=s.color or "red") for s in drawable]
-        result = render(drawable[0].kind, clean, marks, style)
+        try:
+            clean = load_rgb(resolve_image(item.images[0], roots))
+            marks = [Mark(region=_shape_region(s), color=s.color or "red") for s in planned]
+            result = render(item.prompt_level, clean, marks, style, root=roots.get(item.source))
+        except (ValueError, ImageProblem) as exc:
+            quarantined.append({"item_id": item.item_id, "sample_ids": list(item.sample_ids),
+                                "task": item.task, "reason": str(exc)})
+            continue
+        problems += check_alignment(clean, result.image, result.shapes, item.item_id)
+        if item.prompt_level == "coord":  # nothing drawn: the model sees the clean image
+            done.append(item.replace(prompt_geometry=result.shapes))
+            continue
         rel = f"images/{item.item_id}_0{ext}"
         data = encode_image(result.image, recipe.render.format, recipe.render.jpeg_quality, recipe.render.png_level)
         write_bytes_atomic(out / rel, data)
         done.append(item.replace(images=(render_ref(rel),) + item.images[1:], prompt_geometry=result.shapes))
-    return done
+    return done, quarantined, problems
 
 
 def _shape_region(shape):
     from .records import Region
 
-    return Region(label=shape.label or "", bbox=shape.bbox, mask=shape.mask)
+    return Region(label=shape.label or "", bbox=shape.bbox, mask=shape.mask, polygon=shape.polygon)
 
 
 def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums) -> dict:
     from collections import Counter
 
+    ren_stats = next((s.stats for s in stages if s.name == "render"), {})
     report = {
         "recipe": recipe.name,
         "benchmark": recipe.benchmark,
@@ -252,6 +275,7 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
         "items": len(items),
         "items_per_task": dict(sorted(Counter(i.task for i in items).items())),
         "dropped": gen.stats.get("dropped", 0),
+        "render_quarantined": ren_stats.get("quarantined", 0),
         "shortfall": gen.stats.get("shortfall", {}),
         "validation": val.stats,
         "answer_letters": letter_histogram(items),

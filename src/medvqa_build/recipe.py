@@ -53,6 +53,7 @@ class TaskSpec(_Strict):
     n_options: int = Field(4, ge=2, le=6)
     negatives: NegativesSpec = Field(default_factory=NegativesSpec)
     prompt_level: str = "image"
+    coord_format: Literal["abs", "norm1000", "norm1", "qwen"] = "abs"
     where: dict[str, str | list[str]] = Field(default_factory=dict)  # sample filter, e.g. modality
     params: dict[str, Any] = Field(default_factory=dict)
 

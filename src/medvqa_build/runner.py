@@ -17,6 +17,7 @@ from typing import Any
 
 from . import __version__
 from .recipe import fingerprint
+from .schema import _umask
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ def run_stage(
             return StageResult(name, final, fp, data.get("stats", {}), True)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    tmp.chmod(0o777 & ~_umask())
     try:
         stats = build(tmp)
         (tmp / MARKER).write_text(

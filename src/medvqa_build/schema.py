@@ -148,10 +148,21 @@ def table_to_items(table: pa.Table) -> list[Item]:
     return [Item.from_row(r) for r in table.to_pylist()]
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_path(path: Path):
-    """A temp path in the same directory; the caller renames it over ``path`` when done."""
+    """A temp path in the same directory; the caller renames it over ``path`` when done.
+
+    The file gets ordinary permissions (0666 less the umask), not mkstemp's private 0600,
+    so a build can be shared.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~_umask())
     os.close(fd)
     return Path(tmp)
 

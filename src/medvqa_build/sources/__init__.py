@@ -53,10 +53,11 @@ class Source:
         root = Path(root).expanduser()
         if not root.is_dir():
             hint = self.manifest.download or self.manifest.homepage
+            fix = f"download and unpack {self.manifest.title} ({hint}) and pass its folder"
+            if self.generator is not None:
+                fix = f"write it first with `medvqa-build make-synthetic {root} --source {self.id}`"
             raise SourceError(
-                f"source root for {self.id!r} does not exist or is not a folder",
-                where=str(root),
-                fix=f"download and unpack {self.manifest.title} ({hint}) and pass its folder",
+                f"source root for {self.id!r} does not exist or is not a folder", where=str(root), fix=fix
             )
         return root.resolve()
 

@@ -39,11 +39,30 @@ class TaskGenerator:
         """The answer vocabulary over ``samples`` (distractors for ``label_pool`` come from it)."""
         return sorted({c.truth for c in self.candidates(samples)})
 
-    def question(self, candidate: Candidate, template_index: int, color: str | None = None) -> tuple[str, str]:
-        """``(question text, template_id)`` — templates rotate deterministically by index."""
+    coord_templates: ClassVar[tuple[str, ...]] = ()
+
+    def question(
+        self,
+        candidate: Candidate,
+        template_index: int,
+        color: str = "red",
+        level: str = "image",
+        convention: str = "abs",
+    ) -> tuple[str, str]:
+        """``(question text, template_id)`` — templates rotate deterministically by index.
+
+        At the ``coord`` level the region's box is written into the text in ``convention``.
+        """
+        if level == "coord" and self.coord_templates and candidate.region is not None:
+            from ..render import COORD_HINTS, coord_text
+
+            k = template_index % len(self.coord_templates)
+            s = candidate.sample
+            box = coord_text(candidate.region.bbox, convention, s.width, s.height)
+            text = f"{self.coord_templates[k].format(box=box)} {COORD_HINTS[convention]}"
+            return text, f"{self.name}/coord/{k}"
         k = template_index % len(self.templates)
-        text = self.templates[k].format(color=color or "red")
-        return text, f"{self.name}/{k}"
+        return self.templates[k].format(color=color), f"{self.name}/{k}"
 
     def prompt_shapes(self, candidate: Candidate, level: str, color: str) -> tuple[DrawnShape, ...]:
         """What the render stage should draw (planned; the renderer records what it drew)."""

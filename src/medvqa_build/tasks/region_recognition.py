@@ -21,6 +21,14 @@ class RegionRecognition(TaskGenerator):
         "Please specify the finding within the {color} delineated area of this image.",
     )
 
+    coord_templates = (
+        "Please specify the findings at {box} in this endoscopic image.",
+        "What finding is located at {box} in this image?",
+        "Identify the finding within the region {box}.",
+        "Which finding occupies the area {box} of this endoscopic image?",
+        "What is shown in the region {box}?",
+    )
+
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         out = []
         for s in samples:

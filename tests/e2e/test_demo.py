@@ -1,0 +1,105 @@
+"""The demo recipe end to end: build, rerun (reused), second folder (identical bytes), load."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from medvqa_build.cli import main
+
+SMALL = ["--set", "sources.0.generate.n_images=40", "--set", "sources.0.generate.frames_per_video=10",
+         "--set", "tasks.0.quota=20", "--set", "tasks.1.quota=12", "--set", "tasks.2.quota=8",
+         "--set", "tasks.3.quota=8", "--set", "tasks.4.quota=12"]
+TSV_COLUMNS = ["index", "image", "image_path", "question", "A", "B", "C", "D", "answer", "category",
+               "l2-category", "task", "subtask", "scene", "dataset", "gt"]
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory, request):
+    repo = request.config.rootpath
+    recipe = str(repo / "recipes" / "demo.yaml")
+    a, b = tmp_path_factory.mktemp("a"), tmp_path_factory.mktemp("b")
+    assert main(["run", recipe, "-o", str(a), "-q", *SMALL]) == 0
+    first = json.loads((a / "report.json").read_text())
+    assert main(["run", recipe, "-o", str(a), "-q", *SMALL]) == 0
+    second = json.loads((a / "report.json").read_text())
+    assert main(["run", recipe, "-o", str(b), "-q", *SMALL]) == 0
+    return a, b, first, second
+
+
+def test_second_run_reuses_every_stage(builds):
+    _, _, first, second = builds
+    assert not any(s["reused"] for s in first["stages"])
+    assert all(s["reused"] for s in second["stages"])
+    assert first["exports"] == second["exports"]
+
+
+def test_two_builds_give_byte_identical_exports(builds):
+    a, b, _, _ = builds
+    assert (a / "checksums.sha256").read_text() == (b / "checksums.sha256").read_text()
+    listed = [line.split("  ")[1] for line in (a / "checksums.sha256").read_text().splitlines()]
+    assert "vlmeval/MedVQA_Demo.tsv" in listed and "hf/README.md" in listed
+
+
+def test_report_counts_add_up(builds):
+    _, _, first, _ = builds
+    c = first["sources"]["synthetic-endo"]
+    assert c == {"found": 60, "converted": 59, "quarantined": 1}  # 40 stills + 2 x 10 frames
+    assert first["quarantined"][0]["reason"].startswith("truncated JPEG")
+    assert first["items"] == sum(first["items_per_task"].values()) == 60
+    assert first["validation"]["problems"] == 0
+
+
+def test_hf_export_loads_with_images(builds, tmp_path):
+    from datasets import load_dataset
+
+    a, _, _, _ = builds
+    ds = load_dataset(str(a / "hf"), split="test", cache_dir=str(tmp_path))
+    assert len(ds) == 60
+    row = next(r for r in ds if r["prompt_level"] == "box")
+    image = row["images"][0]
+    assert image.size[0] > 0 and image.mode == "RGB"
+    assert row["options"][ord(row["answer"]) - 65] == row["gt"]
+    assert row["prompt_geometry"][0]["kind"] == "box" and row["prompt_geometry"][0]["color"] == "red"
+    card = (a / "hf" / "README.md").read_text()
+    assert "configs:" in card and "@misc{medvqa_build_synthetic_endo" in card and "CC0-1.0" in card
+
+
+def test_vlmeval_tsv_columns_and_images(builds):
+    import base64
+    import io
+
+    from PIL import Image
+
+    a, _, _, _ = builds
+    tsv = pd.read_csv(a / "vlmeval" / "MedVQA_Demo.tsv", sep="\t")
+    assert list(tsv.columns) == TSV_COLUMNS
+    assert tsv["index"].tolist() == list(range(60)) and tsv["image_path"].is_unique
+    assert (tsv["l2-category"] == tsv["task"]).all() and tsv["category"].notna().all()
+    for _, row in tsv.iterrows():
+        assert row[row["answer"]] == row["gt"]
+    Image.open(io.BytesIO(base64.b64decode(tsv["image"][0]))).verify()
+    coord = tsv[tsv["subtask"] == "Coordinate"]
+    assert len(coord) and coord["question"].str.contains(r"\[\d+, \d+, \d+, \d+\]").all()
+
+
+def test_validate_and_export_commands(builds, tmp_path, capsys):
+    a, _, _, _ = builds
+    assert main(["validate", str(a)]) == 0
+    assert "60 items checked, 0 problem(s)" in capsys.readouterr().out
+    assert main(["export", str(a), "--format", "vlmeval", "-o", str(tmp_path)]) == 0
+    assert (tmp_path / "MedVQA_Demo.tsv").read_bytes() == (a / "vlmeval" / "MedVQA_Demo.tsv").read_bytes()
+
+
+def test_validate_catches_a_broken_build(builds, tmp_path, capsys):
+    import shutil
+
+    a, _, _, _ = builds
+    broken = tmp_path / "broken"
+    shutil.copytree(a, broken)
+    meta = json.loads((broken / "build.json").read_text())
+    rendered = sorted((broken / meta["render_dir"] / "images").iterdir())[0]
+    rendered.write_bytes(rendered.read_bytes()[:100])
+    assert main(["validate", str(broken)]) == 1
+    out = capsys.readouterr().out
+    assert "not a readable image" in out and "1 problem" not in out
