@@ -35,7 +35,12 @@ def _cmd_sources(args) -> int:
 
 
 def _cmd_convert(args) -> int:
-    from .convert import quarantine_path_for, scan_source, summarize_quarantine, write_convert_result
+    from .convert import (
+        quarantine_path_for,
+        scan_source,
+        summarize_quarantine,
+        write_convert_result,
+    )
 
     result = scan_source(args.source, args.root, verify=args.verify, progress=not args.quiet)
     out = Path(args.output)
@@ -91,8 +96,7 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from .export import EXPORTERS
-    from .export.card import dataset_card
+    from .export import EXPORTERS, ExportContext
     from .pipeline import open_build
     from .sources import get_source
     from .validate import check_items
@@ -103,13 +107,10 @@ def _cmd_export(args) -> int:
         raise MedvqaError(f"build has {len(problems)} validation problem(s); not exported", where=args.dir,
                           fix="run `medvqa-build validate DIR` to see them, or pass --force")
     out = Path(args.output or Path(args.dir) / args.format)
-    if args.format == "hf":
-        manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
-        stats = {"problems": len(problems), "failed": bool(problems)}
-        EXPORTERS["hf"](items, resolve, out,
-                        lambda c: dataset_card(items, manifests, recipe.to_yaml(), recipe.export.name, c, stats))
-    else:
-        EXPORTERS[args.format](items, resolve, out, recipe.export.name)
+    manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
+    ctx = ExportContext(items, resolve, recipe.export.name, recipe.to_yaml(), manifests,
+                        {"problems": len(problems), "failed": bool(problems)})
+    EXPORTERS.get(args.format)(ctx, out)
     print(f"exported {len(items)} items as {args.format} to {out}")
     return 0
 

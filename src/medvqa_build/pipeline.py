@@ -20,8 +20,7 @@ from tqdm.auto import tqdm
 
 from .convert import scan_source, write_convert_result
 from .errors import RecipeError, SourceError, ValidationFailed
-from .export import EXPORTERS
-from .export.card import dataset_card
+from .export import EXPORTERS, ExportContext
 from .generate import generate_items
 from .images import encode_image, render_ref, resolve_image, write_bytes_atomic
 from .manifest import SourceManifest
@@ -202,12 +201,8 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
                       "export": recipe.export.model_dump(), "recipe": recipe_yaml, "format": fmt}
 
         def do_export(d: Path, fmt=fmt) -> dict:
-            if fmt == "hf":
-                card = lambda configs: dataset_card(  # noqa: E731
-                    items, manifests, recipe_yaml, recipe.export.name, configs, val.stats
-                )
-                return EXPORTERS["hf"](items, resolve, d, card)
-            return EXPORTERS[fmt](items, resolve, d, recipe.export.name)
+            ctx = ExportContext(items, resolve, recipe.export.name, recipe_yaml, manifests, val.stats)
+            return EXPORTERS.get(fmt)(ctx, d)
 
         st = run_stage(out, "export", fmt, exp_inputs, do_export)
         stages.append(st)

@@ -6,7 +6,7 @@ import pytest
 
 from medvqa_build.api import list_sources, load_source
 
-from ..fixtures_sources import FIXTURES
+from ..fixtures import fixture_writer
 
 SOURCES = [s.id for s in list_sources()]
 
@@ -24,8 +24,9 @@ def test_manifest_metadata_is_complete(source_id):
 
 @pytest.mark.parametrize("source_id", SOURCES)
 def test_source_has_fixture_and_converts_it(source_id, tmp_path):
-    assert source_id in FIXTURES, f"add a fixture writer for {source_id} in tests/fixtures_sources.py"
-    root = FIXTURES[source_id](tmp_path / source_id)
+    writer = fixture_writer(source_id)
+    assert writer, f"add tests/fixtures/sources/{source_id.replace('-', '_')}.py with write(root)"
+    root = writer(tmp_path / source_id)
     result = load_source(source_id, root)
     assert result.samples, "the fixture produced no samples"
     assert result.found == len(result.samples) + len(result.quarantined)

@@ -1,8 +1,7 @@
 """Exporters: HF Parquet folder (+ dataset card) and VLMEvalKit TSV, byte-identical per recipe."""
 
-from .hf import export_hf
-from .vlmeval import export_vlmeval
+from . import hf as _hf  # noqa: F401  (registers "hf")
+from . import vlmeval as _vlmeval  # noqa: F401  (registers "vlmeval")
+from .base import EXPORTERS, ExportContext
 
-EXPORTERS = {"hf": export_hf, "vlmeval": export_vlmeval}
-
-__all__ = ["EXPORTERS", "export_hf", "export_vlmeval"]
+__all__ = ["EXPORTERS", "ExportContext"]

@@ -13,6 +13,8 @@ import pyarrow as pa
 from ..images import export_name
 from ..records import Item
 from ..schema import item_features, items_to_table, write_table
+from .base import EXPORTERS, ExportContext
+from .card import dataset_card
 
 IMAGE_LIST = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
 CONFIG = "default"
@@ -34,8 +36,10 @@ def _table(items: Sequence[Item], resolve: Callable[[str], Path]) -> pa.Table:
     return table.replace_schema_metadata(meta)
 
 
-def export_hf(items: Sequence[Item], resolve: Callable[[str], Path], out: Path, card: Callable[[list], str]) -> dict:
-    """Write the folder; ``card(configs)`` returns the README text."""
+@EXPORTERS.register("hf")
+def export_hf(ctx: ExportContext, out: Path) -> dict:
+    """Write the Parquet shards and the dataset card."""
+    items, resolve = ctx.items, ctx.resolve
     splits = sorted({i.split or "test" for i in items})
     data_files = []
     for split in splits:
@@ -44,5 +48,6 @@ def export_hf(items: Sequence[Item], resolve: Callable[[str], Path], out: Path, 
         write_table(_table(part, resolve), out / rel)
         data_files.append({"split": split, "path": f"data/{CONFIG}/{split}-*"})
     configs = [{"config_name": CONFIG, "default": True, "data_files": data_files}]
-    (out / "README.md").write_text(card(configs), encoding="utf-8")
+    card = dataset_card(items, ctx.manifests, ctx.recipe_yaml, ctx.name, configs, ctx.validation)
+    (out / "README.md").write_text(card, encoding="utf-8")
     return {"items": len(items), "splits": splits}

@@ -6,16 +6,17 @@ from __future__ import annotations
 import base64
 import csv
 import string
-from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..records import Item
+from .base import EXPORTERS, ExportContext
 
 LETTERS = string.ascii_uppercase
 
 
-def export_vlmeval(items: Sequence[Item], resolve: Callable[[str], Path], out: Path, name: str) -> dict:
+@EXPORTERS.register("vlmeval")
+def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
     """Write ``out/<name>.tsv``; returns counts. Questions and options never contain tabs/newlines."""
+    items, resolve, name = ctx.items, ctx.resolve, ctx.name
     n_opt = max((len(i.options) for i in items), default=4)
     letters = list(LETTERS[:n_opt])
     columns = ["index", "image", "image_path", "question", *letters, "answer", "category",

@@ -6,7 +6,9 @@ from medvqa_build.api import load_source
 from medvqa_build.errors import SourceError
 from medvqa_build.layouts.base import ScanContext, make_layout
 
-from ...fixtures_sources import KVASIR_CLASSES, _jpeg, write_kvasir
+from ...fixtures.images import write_jpeg as _jpeg
+from ...fixtures.sources.kvasir import CLASSES as KVASIR_CLASSES
+from ...fixtures.sources.kvasir import write as write_kvasir
 
 
 def test_class_folders_kvasir_labels_and_quarantine(tmp_path):

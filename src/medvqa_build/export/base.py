@@ -1,0 +1,33 @@
+"""The exporter interface: one build context in, one output folder out, byte-identical per recipe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..manifest import SourceManifest
+from ..records import Item
+from ..registry import Registry
+
+
+@dataclass(frozen=True)
+class ExportContext:
+    """Everything an exporter may use; no exporter reads the build directory by itself."""
+
+    items: Sequence[Item]
+    resolve: Callable[[str], Path]  # image reference -> file
+    name: str  # export name from the recipe (file names, dataset name)
+    recipe_yaml: str
+    manifests: dict[str, SourceManifest]
+    validation: dict[str, Any] = field(default_factory=dict)  # {"problems": n, "failed": bool}
+
+
+class Exporter(Protocol):
+    name: str
+
+    def __call__(self, ctx: ExportContext, out: Path) -> dict[str, Any]: ...
+
+
+EXPORTERS: Registry[Callable[[ExportContext, Path], dict[str, Any]]] = Registry("export format")
