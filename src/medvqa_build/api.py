@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from .convert import ConvertResult, convert_source, scan_source
-from .pipeline import BuildResult, build as _build
+from .pipeline import BuildResult
+from .pipeline import build as _build
 from .recipe import Recipe
 from .sources import GENERATORS, Source, all_sources, get_source
 

@@ -45,6 +45,8 @@ class SourceManifest(BaseModel):
     layout: str = Field(description="human description of the on-disk layout")
     download: str = ""
     label_map: dict[str, str] = Field(default_factory=dict)
+    # canonical image label -> scene, for sources that span scenes (Kvasir: z-line is gastroscopy)
+    scene_map: dict[str, str] = Field(default_factory=dict)
     ontology: dict[str, Any] = Field(default_factory=dict)
     parts: list[LayoutPart]
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from ..media.image import ImageProblem, check_image
 from ..quarantine import QuarantineEntry
 from ..records import Sample
-from .base import LAYOUTS, IMAGE_EXTENSIONS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
 
 
 class ClassFoldersOptions(LayoutOptions):
@@ -53,6 +53,7 @@ class ClassFolders:
                 modality=ctx.modality,
                 scene=ctx.scene,
                 labels=(label,),
-                attributes=dict(zip(self.o.parent_attributes, folders[:-1], strict=True)),
+                attributes={"source_label": folders[-1],
+                            **dict(zip(self.o.parent_attributes, folders[:-1], strict=True))},
                 group_id=key,
             )

@@ -94,7 +94,7 @@ class LabelTable:
             modality=ctx.modality,
             scene=ctx.scene,
             labels=(label,),
-            attributes={c: str(row[c]) for c in o.attribute_columns},
+            attributes={"source_label": str(row[o.label_column]), **{c: str(row[c]) for c in o.attribute_columns}},
             regions=regions,
             group_id=str(row[o.group_column]) if o.group_column else key,
             split=(str(row[o.split_column]) or None) if o.split_column else None,

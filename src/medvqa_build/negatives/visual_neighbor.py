@@ -46,13 +46,16 @@ class VisualNeighborSampler:
         """Index the samples and run one batched search for all of them."""
         self._table = EmbeddingTable.build(samples, embeddings, labels)
         self._index = EmbeddingIndex(self._table.embeddings, **self.index_params)
-        self._rows_of_label: dict[str, np.ndarray] = {}
-        for r, lab in enumerate(self._table.labels):
-            self._rows_of_label.setdefault(lab, []).append(r)  # type: ignore[arg-type]
-        self._rows_of_label = {k: np.array(v) for k, v in self._rows_of_label.items()}
+        labels = np.array(self._table.labels, dtype=object)
+        self._rows_of_label = {lab: np.flatnonzero(labels == lab) for lab in set(labels)}
         k = min(self.k + 1, len(self._table.sample_ids))
         self._pre_scores, self._pre_ids = self._index.search(self._table.embeddings, k)
         return self
+
+    def _fitted(self) -> EmbeddingTable:
+        if self._table is None:
+            raise RuntimeError("visual_neighbor: call fit(samples, embeddings, labels) first")
+        return self._table
 
     def _neighbours(self, q: np.ndarray, row: int | None, k: int):
         if row is not None and k <= self._pre_ids.shape[1]:
@@ -63,9 +66,7 @@ class VisualNeighborSampler:
     def class_scores(self, request: OptionRequest, need: int) -> dict[str, float]:
         """Best similarity per label among the nearest images, widening the search until
         ``need`` allowed labels are found or every image has been seen."""
-        if self._table is None:
-            raise RuntimeError("visual_neighbor: call fit(samples, embeddings, labels) first")
-        t = self._table
+        t = self._fitted()
         q, row = t.query(request)
         mask = t.row_mask(request, self.same_source, self.same_modality)
         group = request.sample.group_id if request.sample is not None else ""
@@ -88,10 +89,11 @@ class VisualNeighborSampler:
 
     def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
         scores = self.class_scores(request, request.distractors_needed())
-        q, row = self._table.query(request)  # type: ignore[union-attr]
+        table = self._fitted()
+        q, row = table.query(request)
         for m in request.mandatory_distractors():
-            rows = self._rows_of_label.get(m)
-            if m not in scores and rows is not None and len(rows[rows != row]):
-                rows = rows[rows != row]
-                scores[m] = float((self._table.embeddings[rows] @ q).max())  # type: ignore[union-attr]
+            rows = self._rows_of_label.get(m, np.empty(0, dtype=np.int64))
+            rows = rows[rows != row]
+            if m not in scores and len(rows):  # score a mandatory option by its nearest image
+                scores[m] = float((table.embeddings[rows] @ q).max())
         return choose_top(self.name, request, scores, "labels among the nearest images")

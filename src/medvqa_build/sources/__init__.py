@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -75,7 +75,12 @@ class Source:
                 label_map=self.manifest.label_map,
                 verify=verify,
             )
-            yield from layout.scan(ctx)
+            for entry in layout.scan(ctx):
+                if isinstance(entry, Sample) and entry.scene is None and entry.labels:
+                    scene = self.manifest.scene_map.get(entry.labels[0])
+                    if scene is not None:
+                        entry = replace(entry, scene=scene)
+                yield entry
 
 
 @lru_cache(maxsize=1)
