@@ -168,7 +168,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a build in one format",
                        description="Write one export format of a finished build.")
     p.add_argument("dir", metavar="DIR", help="build directory")
-    p.add_argument("--format", required=True, choices=("hf", "vlmeval"), help="export format")
+    p.add_argument("--format", required=True, help="export format: hf, vlmeval, ...")
     p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
     p.add_argument("--force", action="store_true", help="export even if validation fails")
     p.set_defaults(func=_cmd_export)

@@ -201,7 +201,8 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
                       "export": recipe.export.model_dump(), "recipe": recipe_yaml, "format": fmt}
 
         def do_export(d: Path, fmt=fmt) -> dict:
-            ctx = ExportContext(items, resolve, recipe.export.name, recipe_yaml, manifests, val.stats)
+            ctx = ExportContext(items, resolve, recipe.export.name, recipe_yaml, manifests, val.stats,
+                                recipe.export.options.get(fmt, {}))
             return EXPORTERS.get(fmt)(ctx, d)
 
         st = run_stage(out, "export", fmt, exp_inputs, do_export)

@@ -17,7 +17,6 @@ from .errors import RecipeError
 from .pydantic_errors import describe_validation_error
 
 PROMPT_LEVELS = ("image", "box", "contour", "multi", "coord", "mask", "point")
-EXPORT_FORMATS = ("hf", "vlmeval")
 SAMPLE_FILTER_KEYS = ("modality", "scene", "split", "source")
 
 
@@ -90,14 +89,17 @@ class RenderSpec(_Strict):
 
 class ExportSpec(_Strict):
     name: str = "MedVQA"
-    formats: list[str] = Field(default_factory=lambda: list(EXPORT_FORMATS))
+    formats: list[str] = Field(default_factory=lambda: ["hf", "vlmeval"])
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per-format options
 
     @field_validator("formats")
     @classmethod
     def _formats(cls, value: list[str]) -> list[str]:
-        bad = [v for v in value if v not in EXPORT_FORMATS]
+        from .export import EXPORTERS
+
+        bad = [v for v in value if v not in EXPORTERS]
         if bad:
-            raise ValueError(f"unknown format(s) {bad}; allowed: {', '.join(EXPORT_FORMATS)}")
+            raise ValueError(f"unknown format(s) {bad}; allowed: {', '.join(EXPORTERS.names())}")
         return value
 
     @field_validator("name")

@@ -22,6 +22,7 @@ class ExportContext:
     recipe_yaml: str
     manifests: dict[str, SourceManifest]
     validation: dict[str, Any] = field(default_factory=dict)  # {"problems": n, "failed": bool}
+    options: dict[str, Any] = field(default_factory=dict)  # recipe export.options[<format>]
 
 
 class Exporter(Protocol):
