@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-from negatives_synth import clustered_embeddings, make_sample
 
 from medvqa_build.negatives import (
     SAMPLERS,
@@ -16,8 +15,8 @@ ONTO = Ontology.from_mapping({"parents": {"adenomatous polyp": "polyp"}})
 
 
 @pytest.fixture(scope="module")
-def data():
-    return clustered_embeddings(CLASSES, per_class=12, twins=[("ulcer", "ulcer_twin")])
+def data(synth):
+    return synth.clustered_embeddings(CLASSES, per_class=12, twins=[("ulcer", "ulcer_twin")])
 
 
 def fitted(name, data, **params):
@@ -94,10 +93,10 @@ def test_visual_class_library_size_and_healthy_truth(data):
     assert len(neg.candidates) == 4 and "normal" not in neg.candidates
 
 
-def test_pool_and_same_source_restrict(data):
+def test_pool_and_same_source_restrict(data, synth):
     samples, emb, labels = data
     other = [
-        make_sample(s.sample_id, source="other" if lab == "bleeding" else "src")
+        synth.make_sample(s.sample_id, source="other" if lab == "bleeding" else "src")
         for s, lab in zip(samples, labels, strict=True)
     ]
     for cls in (VisualClassSampler, VisualNeighborSampler):
@@ -110,10 +109,10 @@ def test_pool_and_same_source_restrict(data):
         assert got <= {"ulcer", "normal", "bleeding"}
 
 
-def test_request_embedding_for_unfitted_query(data):
+def test_request_embedding_for_unfitted_query(data, synth):
     samples, emb, labels = data
     sampler = VisualClassSampler().fit(samples, emb, labels)
-    outsider = make_sample("new:0")
+    outsider = synth.make_sample("new:0")
     with pytest.raises(ValueError, match="no embedding"):
         sampler.sample(OptionRequest("ulcer", (), 3, sample=outsider), np.random.default_rng(0))
     req = OptionRequest("ulcer", (), 2, sample=outsider, embedding=emb[labels.index("ulcer")])
