@@ -6,7 +6,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
+import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+# The embedding cache is shared across builds; tests get their own, never ~/.cache.
+os.environ.setdefault("MEDVQA_CACHE", tempfile.mkdtemp(prefix="medvqa-test-cache-"))
 
 import pytest  # noqa: E402
 

@@ -13,8 +13,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 from tqdm.auto import tqdm
 
+from .errors import RecipeError
 from .manifest import SourceManifest
 from .negatives import SAMPLERS, NotEnoughOptions, OptionRequest, place_answer
 from .negatives.placement import BalancedSlots
@@ -55,12 +57,34 @@ def _round_robin(cands: list[Candidate], rng) -> list[Candidate]:
     return order
 
 
+def _fit(sampler, spec: TaskSpec, gen, pool: Sequence[Sample], embeddings, seed: int) -> None:
+    """Give a visual sampler the embedded samples of the task's pool, labelled by their truth."""
+    if embeddings is None:
+        raise RecipeError(
+            f"task {spec.name!r}: strategy {spec.negatives.strategy!r} needs image embeddings",
+            fix="this is a bug: the pipeline embeds samples when a visual strategy is used",
+        )
+    fit_samples, labels = [], []
+    for s in pool:
+        if s.sample_id in embeddings:
+            truths = [c.truth for c in gen.candidates([s])]
+            fit_samples.append(s)
+            labels.append(truths[0] if truths else None)
+    if not fit_samples:
+        raise RecipeError(f"task {spec.name!r}: none of its samples could be embedded")
+    vectors = np.stack([embeddings[s.sample_id] for s in fit_samples])
+    sampler.fit(fit_samples, vectors, labels, rng=rng_for(seed, "fit", spec.name))
+
+
 def generate_items(
     recipe: Recipe,
     samples: Sequence[Sample],
     manifests: dict[str, SourceManifest],
     progress: bool = True,
+    embeddings: dict[str, np.ndarray] | None = None,
 ) -> GenerateResult:
+    """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
+    visual negative strategies."""
     result = GenerateResult()
     slots = BalancedSlots(rng_for(recipe.seed, "answer-slots"))
     ontologies = {sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()}
@@ -70,6 +94,8 @@ def generate_items(
         sources = spec.sources or [s.id for s in recipe.sources]
         pool_samples = [s for s in samples if s.source in sources and spec.accepts(s)]
         vocab = {src: gen.vocabulary([s for s in pool_samples if s.source == src]) for src in sources}
+        if getattr(sampler, "needs_embeddings", False):
+            _fit(sampler, spec, gen, pool_samples, embeddings, recipe.seed)
         rng = rng_for(recipe.seed, "generate", spec.name)
         made = 0
         bar = tqdm(total=spec.quota, desc=f"generate {spec.name}", disable=not progress, leave=False)

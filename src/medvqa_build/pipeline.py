@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from .convert import scan_source, write_convert_result
@@ -140,13 +141,17 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
         source_counts[spec.id] = {k: st.stats[k] for k in ("found", "converted", "quarantined")}
     write_quarantine(quarantine, out / "quarantine.json")
 
-    # -- generate --------------------------------------------------------------------------
+    # -- embed (only when a task uses visual negatives) -------------------------------------
     convert_fps = [s.fingerprint for s in stages]
+    embeddings = _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress)
+
+    # -- generate --------------------------------------------------------------------------
     gen_inputs = {"convert": convert_fps, "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
-                  "seed": recipe.seed, "benchmark": recipe.benchmark}
+                  "seed": recipe.seed, "benchmark": recipe.benchmark,
+                  "embed": stages[-1].fingerprint if embeddings is not None else None}
 
     def do_generate(d: Path) -> dict:
-        result = generate_items(recipe, samples, manifests, progress=progress)
+        result = generate_items(recipe, samples, manifests, progress=progress, embeddings=embeddings)
         write_items(result.items, d / "items.parquet")
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
         return {"items": len(result.items), "dropped": len(result.dropped), "shortfall": result.shortfall}
@@ -212,8 +217,32 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
             if path.is_file():
                 checksums[path.relative_to(out).as_posix()] = _file_sha256(path)
     (out / "checksums.sha256").write_text("".join(f"{h}  {p}\n" for p, h in sorted(checksums.items())))
-    report = _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums)
+    report = _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums,
+                           _difficulty(items, samples, embeddings))
     return BuildResult(out, recipe, samples, items, report, stages)
+
+
+def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
+    """Embed every still-image sample once (cached by content) when a visual strategy is used."""
+    from .negatives import SAMPLERS, embed_with_cache, make_embedder
+
+    if not any(getattr(SAMPLERS.get(t.negatives.strategy), "needs_embeddings", False) for t in recipe.tasks):
+        return None
+    embeddable = [s for s in samples if s.frame is None and s.slice is None]
+
+    def do_embed(d: Path) -> dict:
+        embedder = make_embedder(recipe.embedder)
+        paths = [roots[s.source] / s.image for s in embeddable]
+        vectors = embed_with_cache(embedder, paths, recipe.embedding_cache, progress=progress)
+        np.save(d / "embeddings.npy", vectors.astype(np.float32))
+        (d / "sample_ids.json").write_text(json.dumps([s.sample_id for s in embeddable]) + "\n")
+        return {"embedded": len(embeddable), "embedder": embedder.id, "dim": int(vectors.shape[1])}
+
+    st = run_stage(out, "embed", "samples", {"convert": convert_fps, "embedder": recipe.embedder}, do_embed)
+    stages.append(st)
+    ids = json.loads((st.path / "sample_ids.json").read_text())
+    vectors = np.load(st.path / "embeddings.npy")
+    return dict(zip(ids, vectors, strict=True))
 
 
 def render_items(
@@ -258,7 +287,25 @@ def _shape_region(shape):
     return Region(label=shape.label or "", bbox=shape.bbox, mask=shape.mask, polygon=shape.polygon)
 
 
-def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums) -> dict:
+def _difficulty(items: list[Item], samples: list[Sample], embeddings) -> dict:
+    """Per (task, negative strategy): distractor similarity and nearest-centroid accuracy."""
+    if embeddings is None:
+        return {}
+    from .negatives import class_centroids, difficulty_report
+
+    labelled = [(embeddings[i.sample_ids[0]], i.gt) for i in items if i.sample_ids[0] in embeddings]
+    if not labelled:
+        return {}
+    centroids = class_centroids(np.stack([v for v, _ in labelled]), [g for _, g in labelled])
+    tagged = [i.replace(task=f"{i.task} [{i.negatives.strategy if i.negatives else '-'}]") for i in items]
+    report = difficulty_report(tagged, embeddings, centroids)
+    # NaN (nothing scored) is not valid JSON: report it as null
+    return {t: {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+            for t, row in report.items()}
+
+
+def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums,
+                  difficulty=None) -> dict:
     from collections import Counter
 
     ren_stats = next((s.stats for s in stages if s.name == "render"), {})
@@ -276,6 +323,7 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
         "validation": val.stats,
         "answer_letters": letter_histogram(items),
         "stages": [{"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused} for s in stages],
+        "difficulty": difficulty or {},
         "exports": checksums,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
@@ -286,6 +334,10 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
     lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
     lines += ["", f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
               f"Validation problems: {val.stats['problems']}.", ""]
+    if difficulty:
+        from .negatives import format_difficulty
+
+        lines += ["## Difficulty of the distractors", "", format_difficulty(difficulty), ""]
     if quarantine:
         lines += ["## Quarantine", ""] + [f"- `{q.file}` ({q.source}): {q.reason}" for q in quarantine] + [""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")

@@ -118,6 +118,10 @@ class Recipe(_Strict):
     name: str
     benchmark: str
     seed: int = 0
+    # image embedder for visual hard negatives: "offline", "open_clip:ViT-B-32/openai",
+    # {"open_clip": {"model_name": ..., "pretrained": "/path/ckpt.pt"}} (docs/negatives.md)
+    embedder: str | dict[str, Any] = "offline"
+    embedding_cache: str | None = None  # default $MEDVQA_CACHE/embeddings or ~/.cache/medvqa_build
     sources: list[SourceSpec]
     tasks: list[TaskSpec]
     render: RenderSpec = Field(default_factory=RenderSpec)

@@ -9,7 +9,7 @@ from medvqa_build.cli import main
 
 SMALL = ["--set", "sources.0.generate.n_images=40", "--set", "sources.0.generate.frames_per_video=10",
          "--set", "tasks.0.quota=20", "--set", "tasks.1.quota=12", "--set", "tasks.2.quota=8",
-         "--set", "tasks.3.quota=8", "--set", "tasks.4.quota=12"]
+         "--set", "tasks.3.quota=8", "--set", "tasks.4.quota=12", "--set", "tasks.5.quota=8"]
 TSV_COLUMNS = ["index", "image", "image_path", "question", "A", "B", "C", "D", "answer", "category",
                "l2-category", "task", "subtask", "scene", "dataset", "gt"]
 
@@ -46,7 +46,7 @@ def test_report_counts_add_up(builds):
     c = first["sources"]["synthetic-endo"]
     assert c == {"found": 60, "converted": 59, "quarantined": 1}  # 40 stills + 2 x 10 frames
     assert first["quarantined"][0]["reason"].startswith("truncated JPEG")
-    assert first["items"] == sum(first["items_per_task"].values()) == 60
+    assert first["items"] == sum(first["items_per_task"].values()) == 68
     assert first["validation"]["problems"] == 0
 
 
@@ -55,7 +55,7 @@ def test_hf_export_loads_with_images(builds, tmp_path):
 
     a, _, _, _ = builds
     ds = load_dataset(str(a / "hf"), split="test", cache_dir=str(tmp_path))
-    assert len(ds) == 60
+    assert len(ds) == 68
     row = next(r for r in ds if r["prompt_level"] == "box")
     image = row["images"][0]
     assert image.size[0] > 0 and image.mode == "RGB"
@@ -74,7 +74,7 @@ def test_vlmeval_tsv_columns_and_images(builds):
     a, _, _, _ = builds
     tsv = pd.read_csv(a / "vlmeval" / "MedVQA_Demo.tsv", sep="\t")
     assert list(tsv.columns) == TSV_COLUMNS
-    assert tsv["index"].tolist() == list(range(60)) and tsv["image_path"].is_unique
+    assert tsv["index"].tolist() == list(range(68)) and tsv["image_path"].is_unique
     assert (tsv["l2-category"] == tsv["task"]).all() and tsv["category"].notna().all()
     for _, row in tsv.iterrows():
         assert row[row["answer"]] == row["gt"]
@@ -86,7 +86,7 @@ def test_vlmeval_tsv_columns_and_images(builds):
 def test_validate_and_export_commands(builds, tmp_path, capsys):
     a, _, _, _ = builds
     assert main(["validate", str(a)]) == 0
-    assert "60 items checked, 0 problem(s)" in capsys.readouterr().out
+    assert "68 items checked, 0 problem(s)" in capsys.readouterr().out
     assert main(["export", str(a), "--format", "vlmeval", "-o", str(tmp_path)]) == 0
     assert (tmp_path / "MedVQA_Demo.tsv").read_bytes() == (a / "vlmeval" / "MedVQA_Demo.tsv").read_bytes()
 
@@ -103,3 +103,13 @@ def test_validate_catches_a_broken_build(builds, tmp_path, capsys):
     assert main(["validate", str(broken)]) == 1
     out = capsys.readouterr().out
     assert "not a readable image" in out and "1 problem" not in out
+
+
+def test_report_has_difficulty_per_strategy(builds):
+    _, _, first, _ = builds
+    diff = first["difficulty"]
+    pool = diff["Lesion Type Identification [label_pool]"]
+    hard = diff["Lesion Type Identification [visual_class]"]
+    assert pool["scored"] == 20 and hard["scored"] == 12
+    assert 0 <= hard["ncc_accuracy"] <= 1 and hard["chance"] == 0.25
+    assert diff["Macro Phases Identification [label_pool]"]["ncc_accuracy"] is None  # frames not embedded

@@ -1,0 +1,144 @@
+"""``image_mask_pairs``: an image folder and a mask folder paired by file stem (Kvasir-SEG,
+CVC-ClinicDB/ColonDB/300, ETIS-Larib, the PraNet test bundle, PolypGen), with an optional
+box JSON keyed by stem.
+
+The same dataset often circulates in several folder shapes (the owner's release and the
+PraNet ``TestDataset/<name>/{images,masks}`` bundle), so ``folders`` lists the accepted
+shapes and the first one present under the root is read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import SourceError
+from ..media.image import ImageProblem, check_image
+from ..quarantine import QuarantineEntry
+from ..records import MaskRef, Region, Sample
+from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .json_boxes import BoxJsonOptions, read_box_json, regions_from_entry
+from .masks import regions_from_mask
+
+
+class PairFolders(BaseModel):
+    """One accepted folder shape: ``<masks_dir>/<sub>/<mask_name>`` for ``<images_dir>/<sub>/<image>``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    images_dir: str
+    masks_dir: str
+    mask_name: str = "{stem}{ext}"  # {stem}/{ext} of the image: "p{stem}.tif", "{stem}_mask.jpg"
+    boxes: BoxJsonOptions | None = None
+
+
+class ImageMaskPairsOptions(LayoutOptions):
+    folders: list[PairFolders] = Field(min_length=1)
+    extensions: list[str] = list(IMAGE_EXTENSIONS)
+    region_label: str = "polyp"  # raw label of every mask region, mapped through label_map
+    mask_regions: Literal["components", "file"] = "components"  # file: one region = the file
+    min_area_px: int = 16
+    mask_required: bool = True  # a missing mask quarantines the image
+    image_label: Literal["if_regions", "always", "never"] = "if_regions"
+    group_by: Literal["image", "folder", "ranges"] = "image"
+    # group name -> [first, last] numeric stems (inclusive), for releases that number frames
+    # sequence after sequence; only with group_by: ranges
+    group_ranges: dict[str, tuple[int, int]] = {}
+    attributes: dict[str, str] = {}  # constant attributes of every sample of the part
+
+
+@LAYOUTS.register("image_mask_pairs")
+class ImageMaskPairs:
+    name = "image_mask_pairs"
+    Options = ImageMaskPairsOptions
+
+    def __init__(self, options: ImageMaskPairsOptions):
+        self.o = options
+
+    def _folders(self, ctx: ScanContext) -> PairFolders:
+        for folders in self.o.folders:
+            if (ctx.root / folders.images_dir).is_dir() and (ctx.root / folders.masks_dir).is_dir():
+                return folders
+        expected = " or ".join(f"{f.images_dir!r} + {f.masks_dir!r}" for f in self.o.folders)
+        raise SourceError(
+            f"{ctx.source}: expected the image and mask folders {expected} under the source root",
+            where=str(ctx.root),
+            fix="point ROOT at the unpacked dataset (see the source's docs page)",
+        )
+
+    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
+        folders = self._folders(ctx)
+        boxes = read_box_json(ctx, folders.boxes) if folders.boxes is not None else None
+        base = ctx.root / folders.images_dir
+        for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
+            yield self._sample(ctx, folders, base, path, boxes)
+
+    def _group(self, key: str, path: Path, base: Path) -> str:
+        if self.o.group_by == "folder":
+            return path.parent.relative_to(base).as_posix()
+        if self.o.group_by == "ranges":
+            number = re.search(r"\d+", path.stem)
+            for name, (first, last) in self.o.group_ranges.items():
+                if number is not None and first <= int(number.group()) <= last:
+                    return name
+            raise ImageProblem(f"image number {path.stem!r} is in none of the manifest's group_ranges")
+        return key
+
+    def _sample(self, ctx: ScanContext, folders: PairFolders, base: Path, path: Path,
+                boxes: dict | None) -> Sample | QuarantineEntry:
+        o = self.o
+        rel = ctx.rel(path)
+        sub = path.parent.relative_to(base)
+        mask_file = ctx.root / folders.masks_dir / sub / folders.mask_name.format(
+            stem=path.stem, ext=path.suffix)
+        key = path.relative_to(ctx.root).with_suffix("").as_posix()
+        attributes = {"source_label": o.region_label, **o.attributes}
+        try:
+            width, height = check_image(path, ctx.verify)
+            label = ctx.canonical(o.region_label)
+            regions: tuple[Region, ...] = ()
+            if mask_file.is_file():
+                regions = self._mask_regions(ctx, mask_file, label, width, height)
+            elif o.mask_required:
+                raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
+            if boxes is not None and folders.boxes is not None:
+                if path.stem not in boxes:
+                    raise ImageProblem(f"image not listed in {folders.boxes.file}")
+                box_regions, _ = regions_from_entry(ctx, folders.boxes, boxes[path.stem], width, height)
+                # Masks are the authoritative outline; the owners' boxes are kept beside them.
+                attributes["source_boxes"] = json.dumps([list(r.bbox) for r in box_regions])
+                attributes["box_count"] = str(len(box_regions))
+            group_id = self._group(key, path, base)
+        except (ImageProblem, LabelProblem) as exc:
+            return ctx.quarantine(rel, str(exc))
+        show = o.image_label == "always" or (o.image_label == "if_regions" and regions)
+        return Sample(
+            sample_id=ctx.sample_id(key),
+            source=ctx.source,
+            image=rel,
+            width=width,
+            height=height,
+            modality=ctx.modality,
+            scene=ctx.scene,
+            labels=(label,) if show else (),
+            attributes=attributes,
+            regions=regions,
+            group_id=group_id,
+        )
+
+    def _mask_regions(self, ctx: ScanContext, mask_file: Path, label: str, width: int,
+                      height: int) -> tuple[Region, ...]:
+        regions = regions_from_mask(mask_file, label, width, height, self.o.min_area_px)
+        if self.o.mask_regions == "components" or not regions:
+            return regions
+        # One object per file: the file is the mask, the box spans every component.
+        x1 = min(r.bbox[0] for r in regions)
+        y1 = min(r.bbox[1] for r in regions)
+        x2 = max(r.bbox[2] for r in regions)
+        y2 = max(r.bbox[3] for r in regions)
+        return (Region(label=label, bbox=(x1, y1, x2, y2), mask=MaskRef(path=ctx.rel(mask_file))),)

@@ -1,0 +1,124 @@
+"""``json_boxes``: one JSON object of boxes keyed by image stem, beside an image folder.
+
+The Simula polyp sets ship boxes this way (Kvasir-SEG ``kavsir_bboxes.json``, HyperKvasir
+``segmented-images/bounding-boxes.json``): ``{stem: {"height", "width", "bbox": [{"label",
+"xmin", "ymin", "xmax", "ymax"}, ...]}}``. The reader is shared with ``image_mask_pairs``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import SourceError
+from ..geometry import box_problem
+from ..media.image import ImageProblem, check_image
+from ..quarantine import QuarantineEntry
+from ..records import Region, Sample
+from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+
+
+class BoxJsonOptions(BaseModel):
+    """Where the JSON is and how one entry names its boxes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str
+    boxes_key: str = "bbox"
+    label_key: str = "label"
+    default_label: str = "polyp"  # raw label when an entry has no label key
+    # True when xmax/ymax name the last pixel inside the box; we store exclusive edges.
+    max_inclusive: bool = False
+    check_size: bool = True  # the entry's width/height must match the image header
+
+
+def read_box_json(ctx: ScanContext, opts: BoxJsonOptions) -> dict[str, dict]:
+    path = ctx.require_file(opts.file, "box JSON")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{ctx.source}: box JSON is not valid JSON ({exc})", where=str(path)) from None
+    if not isinstance(data, dict):
+        raise SourceError(
+            f"{ctx.source}: box JSON must be an object keyed by image stem, found {type(data).__name__}",
+            where=str(path),
+        )
+    return data
+
+
+def regions_from_entry(
+    ctx: ScanContext, opts: BoxJsonOptions, entry: dict, width: int, height: int
+) -> tuple[tuple[Region, ...], tuple[str, ...]]:
+    """Box regions of one JSON entry and their raw labels; raises ImageProblem/LabelProblem
+    with the quarantine reason."""
+    if opts.check_size and {"width", "height"} <= set(entry):
+        if (int(entry["width"]), int(entry["height"])) != (width, height):
+            raise ImageProblem(
+                f"{opts.file} says {entry['width']}x{entry['height']}, image is {width}x{height}"
+            )
+    pad = 1.0 if opts.max_inclusive else 0.0
+    regions, raw_labels = [], []
+    for raw in entry.get(opts.boxes_key) or ():
+        try:
+            box = (float(raw["xmin"]), float(raw["ymin"]), float(raw["xmax"]) + pad,
+                   float(raw["ymax"]) + pad)
+        except (KeyError, TypeError, ValueError):
+            raise ImageProblem(f"box {raw!r} in {opts.file} lacks xmin/ymin/xmax/ymax") from None
+        problem = box_problem(box, width, height)
+        if problem:
+            raise ImageProblem(problem)
+        raw_label = str(raw.get(opts.label_key, opts.default_label))
+        regions.append(Region(label=ctx.canonical(raw_label), bbox=box, level="box"))
+        raw_labels.append(raw_label)
+    return tuple(regions), tuple(raw_labels)
+
+
+class JsonBoxesOptions(LayoutOptions):
+    images_dir: str
+    boxes: BoxJsonOptions
+    extensions: list[str] = list(IMAGE_EXTENSIONS)
+    require_entry: bool = True  # an image without a JSON entry is quarantined
+
+
+@LAYOUTS.register("json_boxes")
+class JsonBoxes:
+    name = "json_boxes"
+    Options = JsonBoxesOptions
+
+    def __init__(self, options: JsonBoxesOptions):
+        self.o = options
+
+    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
+        base = ctx.require_dir(self.o.images_dir, "image")
+        table = read_box_json(ctx, self.o.boxes)
+        for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
+            yield self._sample(ctx, path, table.get(path.stem))
+
+    def _sample(self, ctx: ScanContext, path: Path, entry: dict | None) -> Sample | QuarantineEntry:
+        rel = ctx.rel(path)
+        try:
+            width, height = check_image(path, ctx.verify)
+            if entry is None and self.o.require_entry:
+                raise ImageProblem(f"image not listed in {self.o.boxes.file}")
+            regions, raw_labels = regions_from_entry(ctx, self.o.boxes, entry or {}, width, height)
+        except (ImageProblem, LabelProblem) as exc:
+            return ctx.quarantine(rel, str(exc))
+        key = path.relative_to(ctx.root).with_suffix("").as_posix()
+        labels = tuple(dict.fromkeys(r.label for r in regions))
+        return Sample(
+            sample_id=ctx.sample_id(key),
+            source=ctx.source,
+            image=rel,
+            width=width,
+            height=height,
+            modality=ctx.modality,
+            scene=ctx.scene,
+            labels=labels,
+            attributes={"box_count": str(len(regions)),
+                        "source_label": "|".join(dict.fromkeys(raw_labels))},
+            regions=regions,
+            group_id=key,
+        )
