@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
 
-from medvqa_build.geometry import box_problem, iou, mask_components, mask_to_xyxy, rle_decode, rle_encode
+from medvqa_build.geometry import (
+    box_problem,
+    iou,
+    mask_components,
+    mask_to_xyxy,
+    rle_decode,
+    rle_encode,
+)
 
 
 @pytest.mark.parametrize("fill", ["empty", "full", "corner", "blob"])

@@ -1,0 +1,32 @@
+"""Regenerate docs/sources.md from the manifests: python docs/scripts/gen_sources_md.py."""
+
+from pathlib import Path
+
+from medvqa_build.api import list_sources
+
+HEADER = """# Sources
+
+Generated from `manifests/` by `docs/scripts/gen_sources_md.py`; do not edit by hand.
+Each source has its own page in `docs/sources/` (download, the folder to pass as ROOT, layout,
+licence, quirks).
+
+| id | title | scene | modality | access | licence | layouts | homepage |
+|---|---|---|---|---|---|---|---|
+"""
+
+
+def render() -> str:
+    rows = []
+    for s in list_sources():
+        m = s.manifest
+        scene = m.scene or ", ".join(sorted(set(m.scene_map.values()))) or "-"
+        page = f"[{m.id}](sources/{m.id}.md)" if (Path(__file__).parents[1] / "sources" / f"{m.id}.md").is_file() else m.id
+        layouts = ", ".join(p.layout for p in m.parts)
+        rows.append(f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} | {layouts} | {m.homepage} |")
+    return HEADER + "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    out = Path(__file__).parents[1] / "sources.md"
+    out.write_text(render(), encoding="utf-8")
+    print(f"wrote {out}")
