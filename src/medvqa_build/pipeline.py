@@ -29,7 +29,7 @@ from .media.image import ImageProblem, load_rgb
 from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
 from .recipe import Recipe
 from .records import Item, Sample
-from .render import Mark, Style, render
+from .render import Mark, RenderResult, Style, coord_text, fit_max_side, render
 from .runner import StageResult, run_stage, tree_fingerprint
 from .schema import read_items, read_samples, write_items
 from .sources import get_source
@@ -252,32 +252,48 @@ def render_items(
 
     Returns ``(items, quarantined, alignment_problems)``: an item whose geometry cannot be
     drawn (empty mask, box outside the image) is quarantined with the reason; the alignment
-    check runs on the in-memory image, before lossy encoding.
+    check runs on the in-memory image, before lossy encoding. With ``render.max_side`` the
+    image and its geometry are scaled down together first. A ``{box}`` slot in the question is
+    filled from the box as drawn, in the item's coordinate convention.
     """
-    style = Style(thickness_px=recipe.render.thickness_px)
-    ext = ".jpg" if recipe.render.format == "jpeg" else ".png"
+    spec = recipe.render
+    style = Style(thickness_px=spec.thickness_px)
+    ext = ".jpg" if spec.format == "jpeg" else ".png"
     done, quarantined, problems = [], [], []
     for item in tqdm(items, desc="render", unit="item", disable=not progress, leave=False):
         planned = [s for s in item.prompt_geometry if s.image_index == 0]
-        if item.prompt_level == "image" or not planned:
+        if item.prompt_level == "image" and spec.max_side is None:
             done.append(item)
             continue
+        root = roots.get(item.source)
         try:
             clean = load_rgb(resolve_image(item.images[0], roots))
-            marks = [Mark(region=_shape_region(s), color=s.color or "red") for s in planned]
-            result = render(item.prompt_level, clean, marks, style, root=roots.get(item.source))
+            rs = fit_max_side(clean.shape[0], clean.shape[1], spec.max_side)
+            clean = rs.image(clean)
+            marks = [Mark(region=rs.region(_shape_region(s), root), color=s.color or "red") for s in planned]
+            if item.prompt_level == "image" or not planned:
+                result = RenderResult(clean, ())
+            else:
+                result = render(item.prompt_level, clean, marks, style, root=root)
         except (ValueError, ImageProblem) as exc:
             quarantined.append({"item_id": item.item_id, "sample_ids": list(item.sample_ids),
                                 "task": item.task, "reason": str(exc)})
             continue
         problems += check_alignment(clean, result.image, result.shapes, item.item_id)
-        if item.prompt_level == "coord":  # nothing drawn: the model sees the clean image
-            done.append(item.replace(prompt_geometry=result.shapes))
+        changes: dict = {"prompt_geometry": result.shapes}
+        if item.answer_bbox is not None:
+            changes["answer_bbox"] = rs.box(item.answer_bbox)
+        if "{box}" in item.question and result.shapes and result.shapes[0].bbox is not None:
+            h, w = result.image.shape[:2]
+            box_text = coord_text(result.shapes[0].bbox, item.coord_format or "abs", w, h)
+            changes["question"] = item.question.replace("{box}", box_text)
+        if item.prompt_level in ("image", "coord") and rs.is_identity:
+            done.append(item.replace(**changes))  # nothing drawn: the model sees the source file
             continue
         rel = f"images/{item.item_id}_0{ext}"
-        data = encode_image(result.image, recipe.render.format, recipe.render.jpeg_quality, recipe.render.png_level)
+        data = encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
         write_bytes_atomic(out / rel, data)
-        done.append(item.replace(images=(render_ref(rel),) + item.images[1:], prompt_geometry=result.shapes))
+        done.append(item.replace(images=(render_ref(rel),) + item.images[1:], **changes))
     return done, quarantined, problems
 
 

@@ -85,6 +85,7 @@ class RenderSpec(_Strict):
     jpeg_quality: int = Field(92, ge=50, le=100)
     png_level: int = Field(3, ge=0, le=9)
     thickness_px: int | None = None
+    max_side: int | None = Field(None, ge=64)  # downscale images whose longer side exceeds this
 
 
 class ExportSpec(_Strict):

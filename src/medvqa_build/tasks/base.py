@@ -51,16 +51,15 @@ class TaskGenerator:
     ) -> tuple[str, str]:
         """``(question text, template_id)`` — templates rotate deterministically by index.
 
-        At the ``coord`` level the region's box is written into the text in ``convention``.
+        At the ``coord`` level the text keeps a ``{box}`` slot for the box in ``convention``.
         """
         if level == "coord" and self.coord_templates and candidate.region is not None:
-            from ..render import COORD_HINTS, coord_text
+            from ..render import COORD_HINTS
 
+            # "{box}" is filled by the render stage from the box as finally drawn (after any
+            # resize), so the text and the pixels the model sees cannot disagree.
             k = template_index % len(self.coord_templates)
-            s = candidate.sample
-            box = coord_text(candidate.region.bbox, convention, s.width, s.height)
-            text = f"{self.coord_templates[k].format(box=box)} {COORD_HINTS[convention]}"
-            return text, f"{self.name}/coord/{k}"
+            return f"{self.coord_templates[k]} {COORD_HINTS[convention]}", f"{self.name}/coord/{k}"
         k = template_index % len(self.templates)
         return self.templates[k].format(color=color), f"{self.name}/{k}"
 

@@ -52,6 +52,8 @@ def check_item(item: Item, resolve: Callable[[str], Path]) -> list[Problem]:
         bad("answer", f"option {letters[0]} is {item.options[LETTERS.index(letters[0])]!r}, gt is {item.gt!r}")
     if not item.question.strip():
         bad("question", "empty question")
+    if "{" in item.question or "}" in item.question:
+        bad("question", f"unfilled template slot in {item.question!r}")
     if not item.images:
         bad("images", "no image")
     sizes = []
