@@ -83,7 +83,9 @@ class VideoTables:
             raise _TableProblem(f"{rel} line {row}: frame is not an integer")
         return table.set_index(frames.astype(int))
 
-    def _video(self, ctx: ScanContext, path: Path, video: str) -> Iterator[Sample | QuarantineEntry]:
+    def _video(
+        self, ctx: ScanContext, path: Path, video: str
+    ) -> Iterator[Sample | QuarantineEntry]:
         o = self.o
         try:
             phases = self._read(ctx, o.phase_table, video, [o.phase_column])
@@ -101,7 +103,8 @@ class VideoTables:
             return
         for frame in frames:
             if frame >= n_frames:
-                yield ctx.quarantine(path, f"frame {frame} is past the end of the video ({n_frames} frames)")
+                reason = f"frame {frame} is past the end of the video ({n_frames} frames)"
+                yield ctx.quarantine(path, reason)
             elif frame in broken:
                 yield ctx.quarantine(path, broken[frame])
             else:
