@@ -7,24 +7,24 @@ Items that cannot get enough distinct options are reported as dropped, never emi
 
 from __future__ import annotations
 
-import hashlib
 import string
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from .errors import RecipeError
 from .manifest import SourceManifest
-from .negatives import SAMPLERS, NotEnoughOptions, OptionRequest, place_answer
+from .negatives import SAMPLERS, NotEnoughOptions
 from .negatives.placement import BalancedSlots
 from .ontology import Ontology
 from .recipe import Recipe, TaskSpec
 from .records import Item, Sample
 from .rng import rng_for
-from .tasks import TASKS, Candidate
+from .tasks import TASKS, Candidate, GenContext, ItemProblem
 
 LETTERS = string.ascii_uppercase
 
@@ -34,11 +34,6 @@ class GenerateResult:
     items: list[Item] = field(default_factory=list)
     dropped: list[dict] = field(default_factory=list)  # {task, sample_id, reason}
     shortfall: dict[str, int] = field(default_factory=dict)  # task name -> quota not met
-
-
-def item_id_for(recipe: Recipe, spec: TaskSpec, cand: Candidate) -> str:
-    key = repr((recipe.benchmark, spec.name, cand.sample.sample_id, cand.region_index, recipe.seed))
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _round_robin(cands: list[Candidate], rng) -> list[Candidate]:
@@ -82,9 +77,10 @@ def generate_items(
     manifests: dict[str, SourceManifest],
     progress: bool = True,
     embeddings: dict[str, np.ndarray] | None = None,
+    out_dir: Path | None = None,
 ) -> GenerateResult:
     """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
-    visual negative strategies."""
+    visual negative strategies; ``out_dir`` receives images a task synthesises."""
     result = GenerateResult()
     slots = BalancedSlots(rng_for(recipe.seed, "answer-slots"))
     ontologies = {sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()}
@@ -97,53 +93,20 @@ def generate_items(
         if getattr(sampler, "needs_embeddings", False):
             _fit(sampler, spec, gen, pool_samples, embeddings, recipe.seed)
         rng = rng_for(recipe.seed, "generate", spec.name)
+        ctx = GenContext(recipe=recipe, spec=spec, rng=rng, sampler=sampler, slots=slots,
+                         vocab=vocab, ontologies=ontologies, manifests=manifests, out_dir=out_dir,
+                         pool=tuple(pool_samples))
         made = 0
         bar = tqdm(total=spec.quota, desc=f"generate {spec.name}", disable=not progress, leave=False)
         for cand in _round_robin(gen.candidates(pool_samples), rng):
             if made >= spec.quota:
                 break
-            source = cand.sample.source
-            request = OptionRequest(
-                truth=cand.truth,
-                pool=tuple(vocab[source]),
-                n_options=spec.n_options,
-                sample=cand.sample,
-                mandatory=tuple(spec.negatives.mandatory),
-                ontology=ontologies.get(source, Ontology()),
-            )
             try:
-                negatives = sampler.sample(request, rng)
-            except NotEnoughOptions as exc:
+                item = gen.make_item(cand, ctx, made)
+            except (NotEnoughOptions, ItemProblem) as exc:
                 result.dropped.append({"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)})
                 continue
-            options, pos = place_answer(cand.truth, negatives.candidates, slots.next(spec.name, spec.n_options), rng)
-            color = "red"
-            question, template_id = gen.question(cand, made, color, spec.prompt_level, spec.coord_format)
-            manifest = manifests[source]
-            result.items.append(
-                Item(
-                    item_id=item_id_for(recipe, spec, cand),
-                    benchmark=recipe.benchmark,
-                    category=spec.category,
-                    task=spec.task,
-                    subtask=spec.subtask or spec.task,
-                    scene=cand.sample.scene,
-                    source=source,
-                    sample_ids=(cand.sample.sample_id,),
-                    images=(f"source://{source}/{cand.sample.image}",),
-                    question=question,
-                    options=tuple(options),
-                    answer=LETTERS[pos],
-                    gt=cand.truth,
-                    prompt_level=spec.prompt_level,
-                    coord_format=spec.coord_format if spec.prompt_level == "coord" else None,
-                    prompt_geometry=gen.prompt_shapes(cand, spec.prompt_level, color),
-                    negatives=negatives,
-                    template_id=template_id,
-                    split="test",
-                    licence=manifest.licence,
-                )
-            )
+            result.items.append(item)
             made += 1
             bar.update()
         bar.close()

@@ -23,8 +23,20 @@ def render_ref(relpath: str) -> str:
     return f"{RENDER_SCHEME}{relpath}"
 
 
-def resolve_image(ref: str, roots: dict[str, Path], render_dir: Path | None = None) -> Path:
-    """The file an image reference points to (a source file, or one the render stage wrote)."""
+GENERATED_SCHEME = "generated://"
+
+
+def generated_ref(relpath: str) -> str:
+    return f"{GENERATED_SCHEME}{relpath}"
+
+
+def resolve_image(
+    ref: str, roots: dict[str, Path], render_dir: Path | None = None, generated_dir: Path | None = None
+) -> Path:
+    """The file an image reference points to: a source file, one a task synthesised in the
+    generate stage, or one the render stage wrote."""
+    if ref.startswith(GENERATED_SCHEME) and generated_dir is not None:
+        return generated_dir / ref[len(GENERATED_SCHEME):]
     if ref.startswith(SOURCE_SCHEME):
         source, _, rel = ref[len(SOURCE_SCHEME):].partition("/")
         if source not in roots:
@@ -39,6 +51,8 @@ def export_name(ref: str) -> str:
     """A stable, machine-independent file name for an image reference (no absolute paths)."""
     if ref.startswith(SOURCE_SCHEME):
         return ref[len(SOURCE_SCHEME):]
+    if ref.startswith(GENERATED_SCHEME):
+        return "generated/" + Path(ref).name
     return "rendered/" + Path(ref).name
 
 

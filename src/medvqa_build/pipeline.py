@@ -151,7 +151,8 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
                   "embed": stages[-1].fingerprint if embeddings is not None else None}
 
     def do_generate(d: Path) -> dict:
-        result = generate_items(recipe, samples, manifests, progress=progress, embeddings=embeddings)
+        result = generate_items(recipe, samples, manifests, progress=progress, embeddings=embeddings,
+                                out_dir=d)
         write_items(result.items, d / "items.parquet")
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
         return {"items": len(result.items), "dropped": len(result.dropped), "shortfall": result.shortfall}
@@ -162,7 +163,7 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
     # -- render ----------------------------------------------------------------------------
     def do_render(d: Path) -> dict:
         items = read_items(gen.path / "items.parquet")
-        rendered, bad, problems = render_items(items, roots, d, recipe, progress)
+        rendered, bad, problems = render_items(items, roots, d, recipe, progress, gen.path)
         write_items(rendered, d / "items.parquet")
         (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
         (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")
@@ -176,10 +177,11 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
         "roots": {k: str(v) for k, v in sorted(roots.items())},
         "items": (ren.path / "items.parquet").relative_to(out).as_posix(),
         "render_dir": ren.path.relative_to(out).as_posix(),
+        "generated_dir": gen.path.relative_to(out).as_posix(),
     }, indent=2) + "\n")
 
     def resolve(ref: str) -> Path:
-        return resolve_image(ref, roots, ren.path)
+        return resolve_image(ref, roots, ren.path, gen.path)
 
     # -- validate --------------------------------------------------------------------------
     def do_validate(d: Path) -> dict:
@@ -246,7 +248,8 @@ def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
 
 
 def render_items(
-    items: list[Item], roots: dict[str, Path], out: Path, recipe: Recipe, progress: bool
+    items: list[Item], roots: dict[str, Path], out: Path, recipe: Recipe, progress: bool,
+    generated_dir: Path | None = None,
 ) -> tuple[list[Item], list[dict], list[str]]:
     """Draw each item's planned shapes on a copy of its clean image and keep what was drawn.
 
@@ -267,7 +270,7 @@ def render_items(
             continue
         root = roots.get(item.source)
         try:
-            clean = load_rgb(resolve_image(item.images[0], roots))
+            clean = load_rgb(resolve_image(item.images[0], roots, generated_dir=generated_dir))
             rs = fit_max_side(clean.shape[0], clean.shape[1], spec.max_side)
             clean = rs.image(clean)
             marks = [Mark(region=rs.region(_shape_region(s), root), color=s.color or "red") for s in planned]
@@ -370,9 +373,10 @@ def open_build(build_dir: str | os.PathLike):
     meta = json.loads(meta_path.read_text())
     roots = {k: Path(v) for k, v in meta["roots"].items()}
     render_dir = out / meta["render_dir"]
+    generated_dir = out / meta["generated_dir"]
     items = read_items(out / meta["items"])
     recipe = Recipe.from_yaml(out / "recipe.yaml")
-    return items, (lambda ref: resolve_image(ref, roots, render_dir)), recipe
+    return items, (lambda ref: resolve_image(ref, roots, render_dir, generated_dir)), recipe
 
 
 __all__ = ["BuildResult", "build", "open_build"]

@@ -3,22 +3,103 @@ label vocabulary distractors come from, and words the question from rotating tem
 
 from __future__ import annotations
 
+import hashlib
+import string
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..records import DrawnShape, Region, Sample
+import numpy as np
+
+from ..images import source_ref
+from ..negatives import OptionRequest, place_answer
+from ..ontology import Ontology
+from ..records import DrawnShape, Item, Region, Sample
 from ..registry import Registry
+
+if TYPE_CHECKING:
+    from ..manifest import SourceManifest
+    from ..negatives.placement import BalancedSlots
+    from ..recipe import Recipe, TaskSpec
+
+LETTERS = string.ascii_uppercase
+
+
+class ItemProblem(Exception):
+    """A candidate that cannot become a valid item (reported as dropped, with this reason)."""
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One possible item: the sample, the true answer text and, for region tasks, the region."""
+    """One possible item: the sample, the true answer text and, for region tasks, the region.
+
+    Multi-image tasks put every sample they use in ``samples`` (the first is ``sample``);
+    ``extra`` carries task-specific data (e.g. the other regions of a region-selection item).
+    """
 
     sample: Sample
     truth: str
     region: Region | None = None
     region_index: int | None = None
+    samples: tuple[Sample, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def all_samples(self) -> tuple[Sample, ...]:
+        return self.samples or (self.sample,)
+
+
+@dataclass
+class GenContext:
+    """What a generator may use while making one task's items."""
+
+    recipe: Recipe
+    spec: TaskSpec
+    rng: np.random.Generator
+    sampler: Any
+    slots: BalancedSlots
+    vocab: dict[str, list[str]]  # source -> answer vocabulary of this task
+    ontologies: dict[str, Ontology]
+    manifests: dict[str, SourceManifest]
+    out_dir: Path | None = None  # where synthesised images go (``generated://`` refs)
+    pool: tuple[Sample, ...] = ()  # every sample the task may use
+
+    def write_image(self, name: str, rgb: np.ndarray) -> str:
+        """Save a synthesised image (PNG, lossless) in the generate stage; returns its reference."""
+        from ..images import encode_image, generated_ref, write_bytes_atomic
+
+        if self.out_dir is None:
+            raise ItemProblem("this task synthesises images but no output folder was given")
+        rel = f"images/{name}.png"
+        write_bytes_atomic(self.out_dir / rel, encode_image(rgb, "png"))
+        return generated_ref(rel)
+
+    def item_id(self, cand: Candidate) -> str:
+        key = repr((self.recipe.benchmark, self.spec.name, [s.sample_id for s in cand.all_samples],
+                    cand.region_index, self.recipe.seed))
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+    def base_item(self, cand: Candidate, **fields: Any) -> Item:
+        """An Item with taxonomy, provenance, licence and clean images filled in."""
+        spec, source = self.spec, cand.sample.source
+        defaults: dict[str, Any] = dict(
+            item_id=self.item_id(cand),
+            benchmark=self.recipe.benchmark,
+            category=spec.category,
+            task=spec.task,
+            subtask=spec.subtask or spec.task,
+            scene=cand.sample.scene,
+            source=source,
+            sample_ids=tuple(s.sample_id for s in cand.all_samples),
+            images=tuple(source_ref(s.source, s.image) for s in cand.all_samples),
+            prompt_level=spec.prompt_level,
+            coord_format=spec.coord_format if spec.prompt_level == "coord" else None,
+            split="test",
+            licence=self.manifests[source].licence,
+        )
+        defaults.update(fields)
+        return Item(**defaults)
 
 
 class TaskGenerator:
@@ -63,11 +144,40 @@ class TaskGenerator:
         k = template_index % len(self.templates)
         return self.templates[k].format(color=color), f"{self.name}/{k}"
 
+    def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
+        """A single-answer MCQ: distractors from the task's sampler, the answer on a balanced
+        letter. Tasks with other answer shapes (multi-select, colours, boxes) override this."""
+        spec, source = ctx.spec, cand.sample.source
+        request = OptionRequest(
+            truth=cand.truth,
+            pool=tuple(ctx.vocab.get(source, ())),
+            n_options=spec.n_options,
+            sample=cand.sample,
+            mandatory=tuple(spec.negatives.mandatory),
+            ontology=ctx.ontologies.get(source, Ontology()),
+        )
+        negatives = ctx.sampler.sample(request, ctx.rng)
+        slot = ctx.slots.next(spec.name, spec.n_options)
+        options, pos = place_answer(cand.truth, negatives.candidates, slot, ctx.rng)
+        color = "red"
+        question, template_id = self.question(cand, index, color, spec.prompt_level, spec.coord_format)
+        return ctx.base_item(
+            cand,
+            question=question,
+            options=tuple(options),
+            answer=LETTERS[pos],
+            gt=cand.truth,
+            prompt_geometry=self.prompt_shapes(cand, spec.prompt_level, color),
+            negatives=negatives,
+            template_id=template_id,
+        )
+
     def prompt_shapes(self, candidate: Candidate, level: str, color: str) -> tuple[DrawnShape, ...]:
         """What the render stage should draw (planned; the renderer records what it drew)."""
         if level == "image" or candidate.region is None:
             return ()
-        kind = {"box": "box", "contour": "contour", "mask": "mask", "point": "point", "coord": "text"}[level]
+        kinds = {"box": "box", "contour": "contour", "mask": "mask", "point": "point", "coord": "text"}
+        kind = kinds[level]
         return (
             DrawnShape(
                 image_index=0,
