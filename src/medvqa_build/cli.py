@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from .errors import MedvqaError
+from .errors import MedvqaError, ValidationFailed
 
 
 def _cmd_sources(args) -> int:
@@ -68,13 +68,18 @@ def _cmd_run(args) -> int:
 
     recipe = load_recipe(args.recipe, args.set)
     out = Path(args.output or f"build/{recipe.name}")
-    result = build(recipe, out, progress=not args.quiet, force_export=args.force)
+    result = build(recipe, out, progress=not args.quiet, force_export=args.force,
+                   allow_missing=args.allow_missing)
     for st in result.stages:
         state = "reused" if st.reused else "built"
         print(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
     r = result.report
     for sid, c in r["sources"].items():
         print(f"{sid}: found {c['found']}, converted {c['converted']}, quarantined {c['quarantined']}")
+    if r.get("missing_sources"):
+        print("missing sources: " + "; ".join(r["missing_sources"]))
+    if r.get("shortfall"):
+        print("quota shortfall: " + ", ".join(f"{k}: {v}" for k, v in r["shortfall"].items()))
     print(f"items: {r['items']} ({', '.join(f'{k}: {v}' for k, v in r['items_per_task'].items())}); "
           f"dropped {r['dropped']}; validation problems {r['validation']['problems']}")
     reused = sum(s.reused for s in result.stages)
@@ -101,17 +106,33 @@ def _cmd_export(args) -> int:
     from .sources import get_source
     from .validate import check_items
 
+    exporter = EXPORTERS.get(args.format, where="--format")
     items, resolve, recipe = open_build(args.dir)
     problems = check_items(items, resolve)
     if problems and not args.force:
-        raise MedvqaError(f"build has {len(problems)} validation problem(s); not exported", where=args.dir,
-                          fix="run `medvqa-build validate DIR` to see them, or pass --force")
+        raise ValidationFailed(f"build has {len(problems)} validation problem(s); not exported", where=args.dir,
+                               fix="run `medvqa-build validate DIR` to see them, or pass --force")
     out = Path(args.output or Path(args.dir) / args.format)
     manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
     ctx = ExportContext(items, resolve, recipe.export.name, recipe.to_yaml(), manifests,
-                        {"problems": len(problems), "failed": bool(problems)})
-    EXPORTERS.get(args.format)(ctx, out)
+                        {"problems": len(problems), "failed": bool(problems)},
+                        dict(recipe.export.options.get(args.format, {})))
+    exporter(ctx, out)
     print(f"exported {len(items)} items as {args.format} to {out}")
+    return 0
+
+
+def _cmd_push(args) -> int:
+    from .hub import push
+
+    if args.quiet:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    result = push(args.dir, args.repo_id, private=args.private, revision=args.revision,
+                  create_pr=args.create_pr, max_commit_mb=args.max_commit_mb, force=args.force)
+    where = result.pr_url or f"{result.url} ({result.revision})"
+    print(f"pushed {result.files} file(s) in {len(result.commits)} commit(s) to {where}")
     return 0
 
 
@@ -157,6 +178,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe key, e.g. --set seed=3 --set tasks.0.quota=10")
     p.add_argument("--force", action="store_true", help="export even if validation fails")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="build from the sources present; report the missing ones and the shortfall")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_run)
 
@@ -168,10 +191,26 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="export a build in one format",
                        description="Write one export format of a finished build.")
     p.add_argument("dir", metavar="DIR", help="build directory")
-    p.add_argument("--format", required=True, help="export format: hf, vlmeval, ...")
+    p.add_argument("--format", required=True,
+                   help="export format: hf, vlmeval, lmms-eval, sharegpt, medsg, spinebench")
     p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
-    p.add_argument("--force", action="store_true", help="export even if validation fails")
+    p.add_argument("--force", action="store_true", help="export even if validation fails (the card says so)")
     p.set_defaults(func=_cmd_export)
+
+    p = sub.add_parser("push", help="publish the HF export of a build to the Hugging Face Hub",
+                       description="Create the dataset repo REPO_ID if needed and upload the HF export "
+                                   "(data shards, assets, then README.md). The token comes from HF_TOKEN "
+                                   "or `hf auth login` and is never printed; HF_ENDPOINT selects the Hub.")
+    p.add_argument("dir", metavar="DIR", help="build directory, or its hf/ export folder")
+    p.add_argument("repo_id", metavar="REPO_ID", help="NAMESPACE/NAME of the dataset repo")
+    p.add_argument("--private", action="store_true", help="create the repo private")
+    p.add_argument("--revision", help="branch to push to (created from main if missing)")
+    p.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
+    p.add_argument("--max-commit-mb", type=float, default=2000,
+                   help="split the upload into commits of at most this many MB (default 2000)")
+    p.add_argument("--force", action="store_true", help="push even if the build failed validation")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_push)
     return parser
 
 

@@ -89,8 +89,36 @@ def _publish(stage_dir: Path, dest: Path) -> None:
     os.replace(tmp, dest)
 
 
-def _source_roots(recipe: Recipe, out: Path, stages: list[StageResult]) -> dict[str, Path]:
+def _without_missing(recipe: Recipe, roots: dict[str, Path]) -> tuple[Recipe, dict[str, int]]:
+    """The recipe restricted to the present sources, and the quotas of tasks left with none."""
+    data = recipe.model_dump(mode="json")
+    data["sources"] = [s for s in data["sources"] if s["id"] in roots]
+    kept, skipped = [], {}
+    for task in data["tasks"]:
+        if task["sources"]:
+            task["sources"] = [s for s in task["sources"] if s in roots]
+            if not task["sources"]:
+                skipped[task["name"]] = task["quota"]
+                continue
+        kept.append(task)
+    data["tasks"] = kept
+    return Recipe.model_validate(data), skipped
+
+
+def _missing_line(source, root) -> str:
+    m = source.manifest
+    return f"{m.id} (expected at {root or 'no root given'}; get it from {m.download or m.homepage}, access: {m.access})"
+
+
+def _source_roots(
+    recipe: Recipe, out: Path, stages: list[StageResult], allow_missing: bool = False
+) -> tuple[dict[str, Path], list[str]]:
+    """Roots of the recipe's sources (generated ones are materialised) and the missing ones.
+
+    Without ``allow_missing`` every missing source is named in one error, with where to get it.
+    """
     roots: dict[str, Path] = {}
+    missing: list[str] = []
     for spec in recipe.sources:
         source = get_source(spec.id)
         if spec.generate is not None or (spec.root is None and source.generator is not None):
@@ -100,22 +128,48 @@ def _source_roots(recipe: Recipe, out: Path, stages: list[StageResult]) -> dict[
             st = run_stage(out, "materialize", spec.id, params, lambda d, p=params, g=source.generator: (g(d, **p), {})[1])
             stages.append(st)
             roots[spec.id] = st.path
-        else:
+            continue
+        try:
             root = recipe.resolved_root(spec)
-            if root is None:
-                raise RecipeError(f"source {spec.id!r} needs a root", fix="set sources[].root to the unpacked dataset")
-            roots[spec.id] = source.check_root(root)
-    return roots
+        except RecipeError:
+            root = None
+        if root is None or not root.is_dir():
+            missing.append(_missing_line(source, spec.root if root is None else root))
+            continue
+        roots[spec.id] = source.check_root(root)
+    if missing and not allow_missing:
+        raise SourceError(
+            f"{len(missing)} source(s) missing: " + "; ".join(missing),
+            fix="download them and set their roots (or environment variables), or pass --allow-missing "
+            "to build from the sources present",
+        )
+    return roots, missing
 
 
-def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, force_export: bool = False) -> BuildResult:
-    """Run every stage of ``recipe`` into ``out_dir``; finished stages are reused."""
+def build(
+    recipe: Recipe,
+    out_dir: str | os.PathLike,
+    *,
+    progress: bool = True,
+    force_export: bool = False,
+    allow_missing: bool = False,
+) -> BuildResult:
+    """Run every stage of ``recipe`` into ``out_dir``; finished stages are reused.
+
+    With ``allow_missing`` sources whose roots are absent are left out; the report names them
+    and the quota shortfall per task.
+    """
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stages: list[StageResult] = []
     recipe_yaml = recipe.to_yaml()
     (out / "recipe.yaml").write_text(recipe_yaml, encoding="utf-8")
-    roots = _source_roots(recipe, out, stages)
+    roots, missing = _source_roots(recipe, out, stages, allow_missing)
+    if not roots:
+        raise SourceError("no source of the recipe is present", fix="download at least one source")
+    skipped: dict[str, int] = {}
+    if missing:
+        recipe, skipped = _without_missing(recipe, roots)
     manifests: dict[str, SourceManifest] = {s.id: get_source(s.id).manifest for s in recipe.sources}
 
     # -- convert ---------------------------------------------------------------------------
@@ -155,7 +209,8 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
                                 out_dir=d)
         write_items(result.items, d / "items.parquet")
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
-        return {"items": len(result.items), "dropped": len(result.dropped), "shortfall": result.shortfall}
+        return {"items": len(result.items), "dropped": len(result.dropped),
+                "shortfall": {**result.shortfall, **skipped}}
 
     gen = run_stage(out, "generate", "items", gen_inputs, do_generate)
     stages.append(gen)
@@ -194,7 +249,7 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
     val = run_stage(out, "validate", "items", {"render": ren.fingerprint}, do_validate)
     stages.append(val)
     if val.stats["failed"] and not force_export:
-        _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, {})
+        _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, {}, None, missing)
         raise ValidationFailed(
             f"{val.stats['problems']} validation problem(s); nothing exported",
             where=str(val.path / "problems.json"),
@@ -220,7 +275,7 @@ def build(recipe: Recipe, out_dir: str | os.PathLike, *, progress: bool = True, 
                 checksums[path.relative_to(out).as_posix()] = _file_sha256(path)
     (out / "checksums.sha256").write_text("".join(f"{h}  {p}\n" for p, h in sorted(checksums.items())))
     report = _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums,
-                           _difficulty(items, samples, embeddings))
+                           _difficulty(items, samples, embeddings), missing)
     return BuildResult(out, recipe, samples, items, report, stages)
 
 
@@ -324,7 +379,7 @@ def _difficulty(items: list[Item], samples: list[Sample], embeddings) -> dict:
 
 
 def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums,
-                  difficulty=None) -> dict:
+                  difficulty=None, missing=()) -> dict:
     from collections import Counter
 
     ren_stats = next((s.stats for s in stages if s.name == "render"), {})
@@ -333,6 +388,7 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
         "benchmark": recipe.benchmark,
         "seed": recipe.seed,
         "sources": source_counts,
+        "missing_sources": list(missing),
         "quarantined": [{"file": q.file, "source": q.source, "reason": q.reason} for q in quarantine],
         "items": len(items),
         "items_per_task": dict(sorted(Counter(i.task for i in items).items())),
@@ -349,6 +405,8 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
     lines = [f"# Build report: {recipe.name}", "", "| source | found | converted | quarantined |", "|---|---|---|---|"]
     for sid, c in source_counts.items():
         lines.append(f"| {sid} | {c['found']} | {c['converted']} | {c['quarantined']} |")
+    if missing:
+        lines += ["", "Missing sources (left out with --allow-missing):"] + [f"- {m}" for m in missing]
     lines += ["", "| task | items |", "|---|---|"]
     lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
     lines += ["", f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
