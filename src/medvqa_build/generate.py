@@ -71,6 +71,10 @@ def _fit(sampler, spec: TaskSpec, gen, pool: Sequence[Sample], embeddings, seed:
     sampler.fit(fit_samples, vectors, labels, rng=rng_for(seed, "fit", spec.name))
 
 
+def _groups(item: Item, samples_by_id: dict[str, Sample]) -> list[str]:
+    return [samples_by_id[s].group_id for s in item.sample_ids if s in samples_by_id]
+
+
 def generate_items(
     recipe: Recipe,
     samples: Sequence[Sample],
@@ -82,13 +86,19 @@ def generate_items(
     """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
     visual negative strategies; ``out_dir`` receives images a task synthesises."""
     result = GenerateResult()
+    samples_by_id = {s.sample_id: s for s in samples}
     slots = BalancedSlots(rng_for(recipe.seed, "answer-slots"))
     ontologies = {sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()}
-    for spec in recipe.tasks:
+    test_groups: set[str] = set()
+    # benchmark tasks first, so instruction-tuning ("train") tasks can avoid their groups
+    for spec in sorted(recipe.tasks, key=lambda t: t.split != "test"):
+        if spec.split == "train" and not test_groups:
+            test_groups = {g for i in result.items for g in _groups(i, samples_by_id)}
         gen = TASKS.get(spec.generator)(spec.params)
         sampler = SAMPLERS.get(spec.negatives.strategy)(**spec.negatives.params)
         sources = spec.sources or [s.id for s in recipe.sources]
-        pool_samples = [s for s in samples if s.source in sources and spec.accepts(s)]
+        pool_samples = [s for s in samples if s.source in sources and spec.accepts(s)
+                        and not (spec.split == "train" and s.group_id in test_groups)]
         vocab = {src: gen.vocabulary([s for s in pool_samples if s.source == src]) for src in sources}
         if getattr(sampler, "needs_embeddings", False):
             _fit(sampler, spec, gen, pool_samples, embeddings, recipe.seed)
@@ -103,6 +113,8 @@ def generate_items(
                 break
             try:
                 item = gen.make_item(cand, ctx, made)
+                if spec.split != "test":
+                    item = item.replace(split=spec.split)
             except (NotEnoughOptions, ItemProblem) as exc:
                 result.dropped.append({"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)})
                 continue

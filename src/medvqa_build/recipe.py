@@ -54,6 +54,9 @@ class TaskSpec(_Strict):
     prompt_level: str = "image"
     coord_format: Literal["abs", "norm1000", "norm1", "qwen"] = "abs"
     where: dict[str, str | list[str]] = Field(default_factory=dict)  # sample filter, e.g. modality
+    # "test" = the benchmark; "train" = instruction-tuning items, disjoint by group_id from every
+    # test item of the build (EndoVQA-Instruct / MedSG-188K's role)
+    split: Literal["test", "train"] = "test"
     params: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("where")
