@@ -128,6 +128,8 @@ class Recipe(_Strict):
     embedding_cache: str | None = None  # default $MEDVQA_CACHE/embeddings or ~/.cache/medvqa_build
     sources: list[SourceSpec]
     tasks: list[TaskSpec]
+    # dedup / selection / splits (docs/curation.md); validated by medvqa_build.curate
+    curate: dict[str, Any] = Field(default_factory=dict)
     render: RenderSpec = Field(default_factory=RenderSpec)
     export: ExportSpec = Field(default_factory=ExportSpec)
 
