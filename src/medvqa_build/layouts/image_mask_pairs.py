@@ -27,13 +27,19 @@ from .masks import regions_from_mask
 
 
 class PairFolders(BaseModel):
-    """One accepted folder shape: ``<masks_dir>/<sub>/<mask_name>`` for ``<images_dir>/<sub>/<image>``."""
+    """One accepted folder shape: ``<images_dir>/<sub>/<image>`` pairs with
+    ``<masks_dir>/<sub>/<mask_name>``."""
 
     model_config = ConfigDict(extra="forbid")
 
     images_dir: str
     masks_dir: str
-    mask_name: str = "{stem}{ext}"  # {stem}/{ext} of the image: "p{stem}.tif", "{stem}_mask.jpg"
+    # {stem}/{ext} of the image: "p{stem}.tif", "{stem}_mask.jpg"; a list is tried in order
+    mask_name: str | list[str] = "{stem}{ext}"
+    # rewrites of <sub> for the mask side ("images_": "masks_" for seqN/images_seqN in PolypGen)
+    mask_subdir_replace: dict[str, str] = {}
+    # only files whose path below images_dir matches are images (masks may share the tree)
+    image_path_regex: str | None = None
     boxes: BoxJsonOptions | None = None
 
 
@@ -75,29 +81,36 @@ class ImageMaskPairs:
         folders = self._folders(ctx)
         boxes = read_box_json(ctx, folders.boxes) if folders.boxes is not None else None
         base = ctx.root / folders.images_dir
+        wanted = re.compile(folders.image_path_regex or "")
         for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
-            yield self._sample(ctx, folders, base, path, boxes)
+            if wanted.search(path.relative_to(base).as_posix()):
+                yield self._sample(ctx, folders, base, path, boxes)
 
-    def _group(self, key: str, path: Path, base: Path) -> str:
-        if self.o.group_by == "folder":
-            return path.parent.relative_to(base).as_posix()
+    def _group(self, key: str, path: Path, root: Path) -> str:
+        if self.o.group_by == "folder":  # the image's folder below the root (a sequence)
+            return path.parent.relative_to(root).as_posix()
         if self.o.group_by == "ranges":
             number = re.search(r"\d+", path.stem)
             for name, (first, last) in self.o.group_ranges.items():
                 if number is not None and first <= int(number.group()) <= last:
                     return name
-            raise ImageProblem(f"image number {path.stem!r} is in none of the manifest's group_ranges")
+            raise ImageProblem(
+                f"image number {path.stem!r} is in none of the manifest's group_ranges")
         return key
 
     def _sample(self, ctx: ScanContext, folders: PairFolders, base: Path, path: Path,
                 boxes: dict | None) -> Sample | QuarantineEntry:
         o = self.o
         rel = ctx.rel(path)
-        sub = path.parent.relative_to(base)
-        mask_file = ctx.root / folders.masks_dir / sub / folders.mask_name.format(
-            stem=path.stem, ext=path.suffix)
+        sub = path.parent.relative_to(base).as_posix()
+        for old, new in folders.mask_subdir_replace.items():
+            sub = sub.replace(old, new)
+        names = [folders.mask_name] if isinstance(folders.mask_name, str) else folders.mask_name
+        candidates = [ctx.root / folders.masks_dir / sub / n.format(stem=path.stem, ext=path.suffix)
+                      for n in names]
+        mask_file = next((c for c in candidates if c.is_file()), candidates[0])
         key = path.relative_to(ctx.root).with_suffix("").as_posix()
-        attributes = {"source_label": o.region_label, **o.attributes}
+        attributes = dict(o.attributes)
         try:
             width, height = check_image(path, ctx.verify)
             label = ctx.canonical(o.region_label)
@@ -109,14 +122,17 @@ class ImageMaskPairs:
             if boxes is not None and folders.boxes is not None:
                 if path.stem not in boxes:
                     raise ImageProblem(f"image not listed in {folders.boxes.file}")
-                box_regions, _ = regions_from_entry(ctx, folders.boxes, boxes[path.stem], width, height)
+                box_regions, _ = regions_from_entry(
+                    ctx, folders.boxes, boxes[path.stem], width, height)
                 # Masks are the authoritative outline; the owners' boxes are kept beside them.
                 attributes["source_boxes"] = json.dumps([list(r.bbox) for r in box_regions])
                 attributes["box_count"] = str(len(box_regions))
-            group_id = self._group(key, path, base)
+            group_id = self._group(key, path, ctx.root)
         except (ImageProblem, LabelProblem) as exc:
             return ctx.quarantine(rel, str(exc))
         show = o.image_label == "always" or (o.image_label == "if_regions" and regions)
+        if show:
+            attributes["source_label"] = o.region_label
         return Sample(
             sample_id=ctx.sample_id(key),
             source=ctx.source,

@@ -40,10 +40,12 @@ def read_box_json(ctx: ScanContext, opts: BoxJsonOptions) -> dict[str, dict]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SourceError(f"{ctx.source}: box JSON is not valid JSON ({exc})", where=str(path)) from None
+        raise SourceError(
+            f"{ctx.source}: box JSON is not valid JSON ({exc})", where=str(path)) from None
     if not isinstance(data, dict):
         raise SourceError(
-            f"{ctx.source}: box JSON must be an object keyed by image stem, found {type(data).__name__}",
+            f"{ctx.source}: box JSON must be an object keyed by image stem, "
+            f"found {type(data).__name__}",
             where=str(path),
         )
     return data
@@ -54,11 +56,11 @@ def regions_from_entry(
 ) -> tuple[tuple[Region, ...], tuple[str, ...]]:
     """Box regions of one JSON entry and their raw labels; raises ImageProblem/LabelProblem
     with the quarantine reason."""
-    if opts.check_size and {"width", "height"} <= set(entry):
-        if (int(entry["width"]), int(entry["height"])) != (width, height):
-            raise ImageProblem(
-                f"{opts.file} says {entry['width']}x{entry['height']}, image is {width}x{height}"
-            )
+    listed = {"width", "height"} <= set(entry) and opts.check_size
+    if listed and (int(entry["width"]), int(entry["height"])) != (width, height):
+        raise ImageProblem(
+            f"{opts.file} says {entry['width']}x{entry['height']}, image is {width}x{height}"
+        )
     pad = 1.0 if opts.max_inclusive else 0.0
     regions, raw_labels = [], []
     for raw in entry.get(opts.boxes_key) or ():
