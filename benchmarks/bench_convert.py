@@ -47,15 +47,23 @@ def main() -> None:
         if root is None:
             from medvqa_build.sources.synthetic_endo import write_synthetic_endo
 
-            root = write_synthetic_endo(Path(tmp) / "syn", n_images=args.images, n_videos=4, frames_per_video=50)
+            root = write_synthetic_endo(
+                Path(tmp) / "syn", n_images=args.images, n_videos=4, frames_per_video=50
+            )
         t_walk, n_files = best_of(lambda: walk(root))
         t_head, res = best_of(lambda: scan_source(args.source, root, progress=False))
-        t_dec, _ = best_of(lambda: scan_source(args.source, root, verify="decode", progress=False), 1)
+        t_dec, _ = best_of(
+            lambda: scan_source(args.source, root, verify="decode", progress=False), 1
+        )
         found = res.found
         print(f"tree: {n_files} files, {found} candidate images ({args.source})")
         print(f"walk+stat       {n_files / t_walk:10.0f} files/s")
-        print(f"convert header  {found / t_head:10.0f} images/s   ratio to walk {t_walk / t_head:.3f}")
-        print(f"convert decode  {found / t_dec:10.0f} images/s   ratio to walk {t_walk / t_dec:.3f}")
+        print(
+            f"convert header  {found / t_head:10.0f} images/s   ratio to walk {t_walk / t_head:.3f}"
+        )
+        print(
+            f"convert decode  {found / t_dec:10.0f} images/s   ratio to walk {t_walk / t_dec:.3f}"
+        )
 
 
 if __name__ == "__main__":

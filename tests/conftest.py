@@ -23,7 +23,9 @@ def synthetic_root(tmp_path_factory) -> Path:
     from medvqa_build.sources.synthetic_endo import write_synthetic_endo
 
     root = tmp_path_factory.mktemp("synthetic-endo")
-    return write_synthetic_endo(root, n_images=25, n_videos=1, frames_per_video=8, n_corrupt=1, seed=0)
+    return write_synthetic_endo(
+        root, n_images=25, n_videos=1, frames_per_video=8, n_corrupt=1, seed=0
+    )
 
 
 @pytest.fixture

@@ -20,9 +20,15 @@ def render() -> str:
     for s in list_sources():
         m = s.manifest
         scene = m.scene or ", ".join(sorted(set(m.scene_map.values()))) or "-"
-        page = f"[{m.id}](sources/{m.id}.md)" if (Path(__file__).parents[1] / "sources" / f"{m.id}.md").is_file() else m.id
+        page = (
+            f"[{m.id}](sources/{m.id}.md)"
+            if (Path(__file__).parents[1] / "sources" / f"{m.id}.md").is_file()
+            else m.id
+        )
         layouts = ", ".join(p.layout for p in m.parts)
-        rows.append(f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} | {layouts} | {m.homepage} |")
+        rows.append(
+            f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} | {layouts} | {m.homepage} |"
+        )
     return HEADER + "\n".join(rows) + "\n"
 
 

@@ -27,7 +27,9 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
     return Recipe.from_yaml(path, overrides)
 
 
-def build(recipe: Recipe | str | os.PathLike, out_dir: str | os.PathLike = "build", **kwargs) -> BuildResult:
+def build(
+    recipe: Recipe | str | os.PathLike, out_dir: str | os.PathLike = "build", **kwargs
+) -> BuildResult:
     """Run a recipe (object or YAML path) into ``out_dir``; finished stages are reused."""
     if not isinstance(recipe, Recipe):
         recipe = load_recipe(recipe)
@@ -40,8 +42,17 @@ def make_synthetic(source_id: str, root: str | os.PathLike, **options) -> Path:
     if source_id not in GENERATORS:
         from .errors import UsageError
 
-        raise UsageError(f"source {source_id!r} is not generated", fix="use one of: " + ", ".join(GENERATORS))
+        raise UsageError(
+            f"source {source_id!r} is not generated", fix="use one of: " + ", ".join(GENERATORS)
+        )
     return GENERATORS[source_id](root, **options)
 
 
-__all__ = ["build", "convert_source", "list_sources", "load_recipe", "load_source", "make_synthetic"]
+__all__ = [
+    "build",
+    "convert_source",
+    "list_sources",
+    "load_recipe",
+    "load_source",
+    "make_synthetic",
+]

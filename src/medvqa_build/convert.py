@@ -41,7 +41,9 @@ class ConvertResult:
         return samples_to_table(self.samples).to_pandas()
 
 
-def scan_source(source_id: str, root: str | os.PathLike, verify: str = "header", progress: bool = True) -> ConvertResult:
+def scan_source(
+    source_id: str, root: str | os.PathLike, verify: str = "header", progress: bool = True
+) -> ConvertResult:
     """Scan a source root into a :class:`ConvertResult` (nothing written)."""
     source = get_source(source_id)
     root = source.check_root(root)  # fail with one line before any progress bar is drawn
@@ -82,7 +84,11 @@ def write_convert_result(result: ConvertResult, out: str | os.PathLike) -> dict:
 
 
 def convert_source(
-    source_id: str, root: str | os.PathLike, out: str | os.PathLike, verify: str = "header", progress: bool = True
+    source_id: str,
+    root: str | os.PathLike,
+    out: str | os.PathLike,
+    verify: str = "header",
+    progress: bool = True,
 ) -> dict:
     """Scan and write; returns the counts ``{source, found, converted, quarantined}``."""
     result = scan_source(source_id, root, verify=verify, progress=progress)

@@ -97,17 +97,35 @@ def generate_items(
         gen = TASKS.get(spec.generator)(spec.params)
         sampler = SAMPLERS.get(spec.negatives.strategy)(**spec.negatives.params)
         sources = spec.sources or [s.id for s in recipe.sources]
-        pool_samples = [s for s in samples if s.source in sources and spec.accepts(s)
-                        and not (spec.split == "train" and s.group_id in test_groups)]
-        vocab = {src: gen.vocabulary([s for s in pool_samples if s.source == src]) for src in sources}
+        pool_samples = [
+            s
+            for s in samples
+            if s.source in sources
+            and spec.accepts(s)
+            and not (spec.split == "train" and s.group_id in test_groups)
+        ]
+        vocab = {
+            src: gen.vocabulary([s for s in pool_samples if s.source == src]) for src in sources
+        }
         if getattr(sampler, "needs_embeddings", False):
             _fit(sampler, spec, gen, pool_samples, embeddings, recipe.seed)
         rng = rng_for(recipe.seed, "generate", spec.name)
-        ctx = GenContext(recipe=recipe, spec=spec, rng=rng, sampler=sampler, slots=slots,
-                         vocab=vocab, ontologies=ontologies, manifests=manifests, out_dir=out_dir,
-                         pool=tuple(pool_samples))
+        ctx = GenContext(
+            recipe=recipe,
+            spec=spec,
+            rng=rng,
+            sampler=sampler,
+            slots=slots,
+            vocab=vocab,
+            ontologies=ontologies,
+            manifests=manifests,
+            out_dir=out_dir,
+            pool=tuple(pool_samples),
+        )
         made = 0
-        bar = tqdm(total=spec.quota, desc=f"generate {spec.name}", disable=not progress, leave=False)
+        bar = tqdm(
+            total=spec.quota, desc=f"generate {spec.name}", disable=not progress, leave=False
+        )
         for cand in _round_robin(gen.candidates(pool_samples), rng):
             if made >= spec.quota:
                 break
@@ -116,7 +134,9 @@ def generate_items(
                 if spec.split != "test":
                     item = item.replace(split=spec.split)
             except (NotEnoughOptions, ItemProblem) as exc:
-                result.dropped.append({"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)})
+                result.dropped.append(
+                    {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
+                )
                 continue
             result.items.append(item)
             made += 1

@@ -31,26 +31,29 @@ def generated_ref(relpath: str) -> str:
 
 
 def resolve_image(
-    ref: str, roots: dict[str, Path], render_dir: Path | None = None, generated_dir: Path | None = None
+    ref: str,
+    roots: dict[str, Path],
+    render_dir: Path | None = None,
+    generated_dir: Path | None = None,
 ) -> Path:
     """The file an image reference points to: a source file, one a task synthesised in the
     generate stage, or one the render stage wrote."""
     if ref.startswith(GENERATED_SCHEME) and generated_dir is not None:
-        return generated_dir / ref[len(GENERATED_SCHEME):]
+        return generated_dir / ref[len(GENERATED_SCHEME) :]
     if ref.startswith(SOURCE_SCHEME):
-        source, _, rel = ref[len(SOURCE_SCHEME):].partition("/")
+        source, _, rel = ref[len(SOURCE_SCHEME) :].partition("/")
         if source not in roots:
             raise KeyError(f"image {ref!r} names source {source!r}, which this build does not have")
         return roots[source] / rel
     if ref.startswith(RENDER_SCHEME) and render_dir is not None:
-        return render_dir / ref[len(RENDER_SCHEME):]
+        return render_dir / ref[len(RENDER_SCHEME) :]
     raise KeyError(f"cannot resolve image reference {ref!r}")
 
 
 def export_name(ref: str) -> str:
     """A stable, machine-independent file name for an image reference (no absolute paths)."""
     if ref.startswith(SOURCE_SCHEME):
-        return ref[len(SOURCE_SCHEME):]
+        return ref[len(SOURCE_SCHEME) :]
     if ref.startswith(GENERATED_SCHEME):
         return "generated/" + Path(ref).name
     return "rendered/" + Path(ref).name

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import SourceError
 from .pydantic_errors import describe_validation_error
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 class LayoutPart(BaseModel):
     """One configured generic layout; a source may ship several (images + a video part)."""
@@ -68,7 +70,8 @@ class SourceManifest(BaseModel):
     def from_yaml(cls, path: str | Path) -> SourceManifest:
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            # the C loader when libyaml is present: manifests are read on every command
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
         except yaml.YAMLError as exc:
             raise SourceError(f"manifest is not valid YAML ({exc})", where=str(path)) from None
         try:

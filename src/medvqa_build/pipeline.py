@@ -84,7 +84,9 @@ def _publish(stage_dir: Path, dest: Path) -> None:
         except OSError:
             shutil.copy2(src, dst)
 
-    shutil.copytree(stage_dir, tmp, copy_function=link, ignore=shutil.ignore_patterns("_SUCCESS.json"))
+    shutil.copytree(
+        stage_dir, tmp, copy_function=link, ignore=shutil.ignore_patterns("_SUCCESS.json")
+    )
     shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
 
@@ -105,9 +107,9 @@ def _without_missing(recipe: Recipe, roots: dict[str, Path]) -> tuple[Recipe, di
     return Recipe.model_validate(data), skipped
 
 
-def _missing_line(source, root) -> str:
+def _missing_line(source, where: str) -> str:
     m = source.manifest
-    return f"{m.id} (expected at {root or 'no root given'}; get it from {m.download or m.homepage}, access: {m.access})"
+    return f"{m.id} ({where}; get it from {m.download or m.homepage}, access: {m.access})"
 
 
 def _source_roots(
@@ -123,18 +125,27 @@ def _source_roots(
         source = get_source(spec.id)
         if spec.generate is not None or (spec.root is None and source.generator is not None):
             if source.generator is None:
-                raise RecipeError(f"source {spec.id!r} is not generated; give it a root", fix="set sources[].root")
+                raise RecipeError(
+                    f"source {spec.id!r} is not generated; give it a root", fix="set sources[].root"
+                )
             params = {"seed": recipe.seed, **(spec.generate or {})}
-            st = run_stage(out, "materialize", spec.id, params, lambda d, p=params, g=source.generator: (g(d, **p), {})[1])
+            st = run_stage(
+                out,
+                "materialize",
+                spec.id,
+                params,
+                lambda d, p=params, g=source.generator: (g(d, **p), {})[1],
+            )
             stages.append(st)
             roots[spec.id] = st.path
             continue
         try:
             root = recipe.resolved_root(spec)
         except RecipeError:
-            root = None
+            missing.append(_missing_line(source, f"root {spec.root} uses an unset environment variable"))
+            continue
         if root is None or not root.is_dir():
-            missing.append(_missing_line(source, spec.root if root is None else root))
+            missing.append(_missing_line(source, f"expected at {root or 'no root given'}"))
             continue
         roots[spec.id] = source.check_root(root)
     if missing and not allow_missing:
@@ -200,17 +211,25 @@ def build(
     embeddings = _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress)
 
     # -- generate --------------------------------------------------------------------------
-    gen_inputs = {"convert": convert_fps, "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
-                  "seed": recipe.seed, "benchmark": recipe.benchmark,
-                  "embed": stages[-1].fingerprint if embeddings is not None else None}
+    gen_inputs = {
+        "convert": convert_fps,
+        "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
+        "seed": recipe.seed,
+        "benchmark": recipe.benchmark,
+        "embed": stages[-1].fingerprint if embeddings is not None else None,
+    }
 
     def do_generate(d: Path) -> dict:
-        result = generate_items(recipe, samples, manifests, progress=progress, embeddings=embeddings,
-                                out_dir=d)
+        result = generate_items(
+            recipe, samples, manifests, progress=progress, embeddings=embeddings, out_dir=d
+        )
         write_items(result.items, d / "items.parquet")
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
-        return {"items": len(result.items), "dropped": len(result.dropped),
-                "shortfall": {**result.shortfall, **skipped}}
+        return {
+            "items": len(result.items),
+            "dropped": len(result.dropped),
+            "shortfall": {**result.shortfall, **skipped},
+        }
 
     gen = run_stage(out, "generate", "items", gen_inputs, do_generate)
     stages.append(gen)
@@ -222,18 +241,34 @@ def build(
         write_items(rendered, d / "items.parquet")
         (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
         (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")
-        return {"items": len(rendered), "quarantined": len(bad), "alignment_problems": len(problems),
-                "rendered": sum(1 for i in rendered if i.images[0].startswith("render://"))}
+        return {
+            "items": len(rendered),
+            "quarantined": len(bad),
+            "alignment_problems": len(problems),
+            "rendered": sum(1 for i in rendered if i.images[0].startswith("render://")),
+        }
 
-    ren = run_stage(out, "render", "items", {"generate": gen.fingerprint, "render": recipe.render.model_dump()}, do_render)
+    ren = run_stage(
+        out,
+        "render",
+        "items",
+        {"generate": gen.fingerprint, "render": recipe.render.model_dump()},
+        do_render,
+    )
     stages.append(ren)
     items = read_items(ren.path / "items.parquet")
-    (out / "build.json").write_text(json.dumps({
-        "roots": {k: str(v) for k, v in sorted(roots.items())},
-        "items": (ren.path / "items.parquet").relative_to(out).as_posix(),
-        "render_dir": ren.path.relative_to(out).as_posix(),
-        "generated_dir": gen.path.relative_to(out).as_posix(),
-    }, indent=2) + "\n")
+    (out / "build.json").write_text(
+        json.dumps(
+            {
+                "roots": {k: str(v) for k, v in sorted(roots.items())},
+                "items": (ren.path / "items.parquet").relative_to(out).as_posix(),
+                "render_dir": ren.path.relative_to(out).as_posix(),
+                "generated_dir": gen.path.relative_to(out).as_posix(),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
     def resolve(ref: str) -> Path:
         return resolve_image(ref, roots, ren.path, gen.path)
@@ -241,15 +276,21 @@ def build(
     # -- validate --------------------------------------------------------------------------
     def do_validate(d: Path) -> dict:
         problems = check_items(items, resolve)
-        problems += [Problem(p.split(":", 1)[0], "alignment", p)
-                     for p in json.loads((ren.path / "alignment.json").read_text())]
-        (d / "problems.json").write_text(json.dumps([p.to_dict() for p in problems], indent=2) + "\n")
+        problems += [
+            Problem(p.split(":", 1)[0], "alignment", p)
+            for p in json.loads((ren.path / "alignment.json").read_text())
+        ]
+        (d / "problems.json").write_text(
+            json.dumps([p.to_dict() for p in problems], indent=2) + "\n"
+        )
         return {"problems": len(problems), "failed": bool(problems)}
 
     val = run_stage(out, "validate", "items", {"render": ren.fingerprint}, do_validate)
     stages.append(val)
     if val.stats["failed"] and not force_export:
-        _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, {}, None, missing)
+        _write_report(
+            out, recipe, stages, source_counts, quarantine, gen, val, items, {}, None, missing
+        )
         raise ValidationFailed(
             f"{val.stats['problems']} validation problem(s); nothing exported",
             where=str(val.path / "problems.json"),
@@ -259,12 +300,24 @@ def build(
     # -- export ----------------------------------------------------------------------------
     checksums: dict[str, str] = {}
     for fmt in recipe.export.formats:
-        exp_inputs = {"render": ren.fingerprint, "validate": val.fingerprint,
-                      "export": recipe.export.model_dump(), "recipe": recipe_yaml, "format": fmt}
+        exp_inputs = {
+            "render": ren.fingerprint,
+            "validate": val.fingerprint,
+            "export": recipe.export.model_dump(),
+            "recipe": recipe_yaml,
+            "format": fmt,
+        }
 
         def do_export(d: Path, fmt=fmt) -> dict:
-            ctx = ExportContext(items, resolve, recipe.export.name, recipe_yaml, manifests, val.stats,
-                                recipe.export.options.get(fmt, {}))
+            ctx = ExportContext(
+                items,
+                resolve,
+                recipe.export.name,
+                recipe_yaml,
+                manifests,
+                val.stats,
+                recipe.export.options.get(fmt, {}),
+            )
             return EXPORTERS.get(fmt)(ctx, d)
 
         st = run_stage(out, "export", fmt, exp_inputs, do_export)
@@ -273,9 +326,22 @@ def build(
         for path in sorted((out / fmt).rglob("*")):
             if path.is_file():
                 checksums[path.relative_to(out).as_posix()] = _file_sha256(path)
-    (out / "checksums.sha256").write_text("".join(f"{h}  {p}\n" for p, h in sorted(checksums.items())))
-    report = _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums,
-                           _difficulty(items, samples, embeddings), missing)
+    (out / "checksums.sha256").write_text(
+        "".join(f"{h}  {p}\n" for p, h in sorted(checksums.items()))
+    )
+    report = _write_report(
+        out,
+        recipe,
+        stages,
+        source_counts,
+        quarantine,
+        gen,
+        val,
+        items,
+        checksums,
+        _difficulty(items, samples, embeddings),
+        missing,
+    )
     return BuildResult(out, recipe, samples, items, report, stages)
 
 
@@ -283,7 +349,9 @@ def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
     """Embed every still-image sample once (cached by content) when a visual strategy is used."""
     from .negatives import SAMPLERS, embed_with_cache, make_embedder
 
-    if not any(getattr(SAMPLERS.get(t.negatives.strategy), "needs_embeddings", False) for t in recipe.tasks):
+    if not any(
+        getattr(SAMPLERS.get(t.negatives.strategy), "needs_embeddings", False) for t in recipe.tasks
+    ):
         return None
     embeddable = [s for s in samples if s.frame is None and s.slice is None]
 
@@ -295,7 +363,9 @@ def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
         (d / "sample_ids.json").write_text(json.dumps([s.sample_id for s in embeddable]) + "\n")
         return {"embedded": len(embeddable), "embedder": embedder.id, "dim": int(vectors.shape[1])}
 
-    st = run_stage(out, "embed", "samples", {"convert": convert_fps, "embedder": recipe.embedder}, do_embed)
+    st = run_stage(
+        out, "embed", "samples", {"convert": convert_fps, "embedder": recipe.embedder}, do_embed
+    )
     stages.append(st)
     ids = json.loads((st.path / "sample_ids.json").read_text())
     vectors = np.load(st.path / "embeddings.npy")
@@ -303,7 +373,11 @@ def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
 
 
 def render_items(
-    items: list[Item], roots: dict[str, Path], out: Path, recipe: Recipe, progress: bool,
+    items: list[Item],
+    roots: dict[str, Path],
+    out: Path,
+    recipe: Recipe,
+    progress: bool,
     generated_dir: Path | None = None,
 ) -> tuple[list[Item], list[dict], list[str]]:
     """Draw each item's planned shapes on a copy of its clean image and keep what was drawn.
@@ -328,14 +402,23 @@ def render_items(
             clean = load_rgb(resolve_image(item.images[0], roots, generated_dir=generated_dir))
             rs = fit_max_side(clean.shape[0], clean.shape[1], spec.max_side)
             clean = rs.image(clean)
-            marks = [Mark(region=rs.region(_shape_region(s), root), color=s.color or "red") for s in planned]
+            marks = [
+                Mark(region=rs.region(_shape_region(s), root), color=s.color or "red")
+                for s in planned
+            ]
             if item.prompt_level == "image" or not planned:
                 result = RenderResult(clean, ())
             else:
                 result = render(item.prompt_level, clean, marks, style, root=root)
         except (ValueError, ImageProblem) as exc:
-            quarantined.append({"item_id": item.item_id, "sample_ids": list(item.sample_ids),
-                                "task": item.task, "reason": str(exc)})
+            quarantined.append(
+                {
+                    "item_id": item.item_id,
+                    "sample_ids": list(item.sample_ids),
+                    "task": item.task,
+                    "reason": str(exc),
+                }
+            )
             continue
         problems += check_alignment(clean, result.image, result.shapes, item.item_id)
         changes: dict = {"prompt_geometry": result.shapes}
@@ -371,15 +454,30 @@ def _difficulty(items: list[Item], samples: list[Sample], embeddings) -> dict:
     if not labelled:
         return {}
     centroids = class_centroids(np.stack([v for v, _ in labelled]), [g for _, g in labelled])
-    tagged = [i.replace(task=f"{i.task} [{i.negatives.strategy if i.negatives else '-'}]") for i in items]
+    tagged = [
+        i.replace(task=f"{i.task} [{i.negatives.strategy if i.negatives else '-'}]") for i in items
+    ]
     report = difficulty_report(tagged, embeddings, centroids)
     # NaN (nothing scored) is not valid JSON: report it as null
-    return {t: {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-            for t, row in report.items()}
+    return {
+        t: {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+        for t, row in report.items()
+    }
 
 
-def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, items, checksums,
-                  difficulty=None, missing=()) -> dict:
+def _write_report(
+    out,
+    recipe,
+    stages,
+    source_counts,
+    quarantine,
+    gen,
+    val,
+    items,
+    checksums,
+    difficulty=None,
+    missing=(),
+) -> dict:
     from collections import Counter
 
     ren_stats = next((s.stats for s in stages if s.name == "render"), {})
@@ -389,7 +487,9 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
         "seed": recipe.seed,
         "sources": source_counts,
         "missing_sources": list(missing),
-        "quarantined": [{"file": q.file, "source": q.source, "reason": q.reason} for q in quarantine],
+        "quarantined": [
+            {"file": q.file, "source": q.source, "reason": q.reason} for q in quarantine
+        ],
         "items": len(items),
         "items_per_task": dict(sorted(Counter(i.task for i in items).items())),
         "dropped": gen.stats.get("dropped", 0),
@@ -397,26 +497,44 @@ def _write_report(out, recipe, stages, source_counts, quarantine, gen, val, item
         "shortfall": gen.stats.get("shortfall", {}),
         "validation": val.stats,
         "answer_letters": letter_histogram(items),
-        "stages": [{"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused} for s in stages],
+        "stages": [
+            {"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused}
+            for s in stages
+        ],
         "difficulty": difficulty or {},
         "exports": checksums,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    lines = [f"# Build report: {recipe.name}", "", "| source | found | converted | quarantined |", "|---|---|---|---|"]
+    lines = [
+        f"# Build report: {recipe.name}",
+        "",
+        "| source | found | converted | quarantined |",
+        "|---|---|---|---|",
+    ]
     for sid, c in source_counts.items():
         lines.append(f"| {sid} | {c['found']} | {c['converted']} | {c['quarantined']} |")
     if missing:
-        lines += ["", "Missing sources (left out with --allow-missing):"] + [f"- {m}" for m in missing]
+        lines += ["", "Missing sources (left out with --allow-missing):"] + [
+            f"- {m}" for m in missing
+        ]
     lines += ["", "| task | items |", "|---|---|"]
     lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
-    lines += ["", f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
-              f"Validation problems: {val.stats['problems']}.", ""]
+    lines += [
+        "",
+        f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
+        f"Validation problems: {val.stats['problems']}.",
+        "",
+    ]
     if difficulty:
         from .negatives import format_difficulty
 
         lines += ["## Difficulty of the distractors", "", format_difficulty(difficulty), ""]
     if quarantine:
-        lines += ["## Quarantine", ""] + [f"- `{q.file}` ({q.source}): {q.reason}" for q in quarantine] + [""]
+        lines += (
+            ["## Quarantine", ""]
+            + [f"- `{q.file}` ({q.source}): {q.reason}" for q in quarantine]
+            + [""]
+        )
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     return report
 
@@ -426,8 +544,11 @@ def open_build(build_dir: str | os.PathLike):
     out = Path(build_dir).resolve()
     meta_path = out / "build.json"
     if not meta_path.is_file():
-        raise SourceError("not a build directory (no build.json)", where=str(out),
-                          fix="pass the -o folder of a `medvqa-build run`")
+        raise SourceError(
+            "not a build directory (no build.json)",
+            where=str(out),
+            fix="pass the -o folder of a `medvqa-build run`",
+        )
     meta = json.loads(meta_path.read_text())
     roots = {k: Path(v) for k, v in meta["roots"].items()}
     render_dir = out / meta["render_dir"]

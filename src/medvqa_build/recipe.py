@@ -112,7 +112,9 @@ class ExportSpec(_Strict):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
             raise ValueError("use letters, digits, '_', '-' and '.' only (it names files)")
         if "mmbench" in value.lower() or "circular" in value.lower():
-            raise ValueError("names containing 'mmbench'/'circular' switch VLMEvalKit to circular evaluation")
+            raise ValueError(
+                "names containing 'mmbench'/'circular' switch VLMEvalKit to circular evaluation"
+            )
         return value
 
 
@@ -156,11 +158,15 @@ class Recipe(_Strict):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise RecipeError(f"recipe is not valid YAML ({exc})".replace("\n", " "), where=str(path)) from None
+            raise RecipeError(
+                f"recipe is not valid YAML ({exc})".replace("\n", " "), where=str(path)
+            ) from None
         return cls.from_dict(data, overrides, where=str(path))
 
     @classmethod
-    def from_dict(cls, data: Any, overrides: list[str] | None = None, where: str = "recipe") -> Recipe:
+    def from_dict(
+        cls, data: Any, overrides: list[str] | None = None, where: str = "recipe"
+    ) -> Recipe:
         if not isinstance(data, dict):
             raise RecipeError("a recipe must be a YAML mapping", where=where)
         for item in overrides or []:
@@ -242,7 +248,9 @@ def apply_override(data: dict, item: str, where: str) -> None:
         last = i == len(parts) - 1
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
-                raise RecipeError(f"--set {key}: {part!r} is not an index of a {len(node)}-item list", where=where)
+                raise RecipeError(
+                    f"--set {key}: {part!r} is not an index of a {len(node)}-item list", where=where
+                )
             if last:
                 node[int(part)] = value
             else:
@@ -253,4 +261,6 @@ def apply_override(data: dict, item: str, where: str) -> None:
             else:
                 node = node.setdefault(part, {})
         else:
-            raise RecipeError(f"--set {key}: cannot descend into {'.'.join(parts[:i])}", where=where)
+            raise RecipeError(
+                f"--set {key}: cannot descend into {'.'.join(parts[:i])}", where=where
+            )

@@ -134,7 +134,9 @@ class Sample:
             "source": self.source,
             "image": self.image,
             "frame": self.frame,
-            "slice": None if self.slice is None else {"axis": self.slice.axis, "index": self.slice.index},
+            "slice": None
+            if self.slice is None
+            else {"axis": self.slice.axis, "index": self.slice.index},
             "width": self.width,
             "height": self.height,
             "modality": self.modality,
@@ -157,7 +159,9 @@ class Sample:
             source=row["source"],
             image=row["image"],
             frame=row.get("frame"),
-            slice=None if slice_row is None else SliceRef(slice_row["axis"], int(slice_row["index"])),
+            slice=None
+            if slice_row is None
+            else SliceRef(slice_row["axis"], int(slice_row["index"])),
             width=int(row["width"]),
             height=int(row["height"]),
             modality=row["modality"],

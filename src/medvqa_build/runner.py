@@ -23,7 +23,15 @@ log = logging.getLogger(__name__)
 
 MARKER = "_SUCCESS.json"
 # Bump when a stage's output format or logic changes, so old cached outputs are not reused.
-STAGE_VERSIONS = {"materialize": 1, "convert": 1, "embed": 1, "generate": 1, "render": 1, "validate": 1, "export": 1}
+STAGE_VERSIONS = {
+    "materialize": 1,
+    "convert": 1,
+    "embed": 1,
+    "generate": 1,
+    "render": 1,
+    "validate": 1,
+    "export": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -61,7 +69,11 @@ def run_stage(
     try:
         stats = build(tmp)
         (tmp / MARKER).write_text(
-            json.dumps({"stage": name, "key": key, "fingerprint": fp, "stats": stats}, indent=2, sort_keys=True)
+            json.dumps(
+                {"stage": name, "key": key, "fingerprint": fp, "stats": stats},
+                indent=2,
+                sort_keys=True,
+            )
             + "\n"
         )
         if final.exists():

@@ -37,4 +37,6 @@ def test_source_has_fixture_and_converts_it(source_id, tmp_path):
         assert (root / s.image).is_file() and s.width > 0 and s.height > 0
         for r in s.regions:
             if r.bbox is not None:
-                assert 0 <= r.bbox[0] < r.bbox[2] <= s.width and 0 <= r.bbox[1] < r.bbox[3] <= s.height
+                assert (
+                    0 <= r.bbox[0] < r.bbox[2] <= s.width and 0 <= r.bbox[1] < r.bbox[3] <= s.height
+                )

@@ -7,11 +7,42 @@ import pytest
 
 from medvqa_build.cli import main
 
-SMALL = ["--set", "sources.0.generate.n_images=40", "--set", "sources.0.generate.frames_per_video=10",
-         "--set", "tasks.0.quota=20", "--set", "tasks.1.quota=12", "--set", "tasks.2.quota=8",
-         "--set", "tasks.3.quota=8", "--set", "tasks.4.quota=12", "--set", "tasks.5.quota=8"]
-TSV_COLUMNS = ["index", "image", "image_path", "question", "A", "B", "C", "D", "answer", "category",
-               "l2-category", "task", "subtask", "scene", "dataset", "gt"]
+SMALL = [
+    "--set",
+    "sources.0.generate.n_images=40",
+    "--set",
+    "sources.0.generate.frames_per_video=10",
+    "--set",
+    "tasks.0.quota=20",
+    "--set",
+    "tasks.1.quota=12",
+    "--set",
+    "tasks.2.quota=8",
+    "--set",
+    "tasks.3.quota=8",
+    "--set",
+    "tasks.4.quota=12",
+    "--set",
+    "tasks.5.quota=8",
+]
+TSV_COLUMNS = [
+    "index",
+    "image",
+    "image_path",
+    "question",
+    "A",
+    "B",
+    "C",
+    "D",
+    "answer",
+    "category",
+    "l2-category",
+    "task",
+    "subtask",
+    "scene",
+    "dataset",
+    "gt",
+]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +91,9 @@ def test_hf_export_loads_with_images(builds, tmp_path):
     image = row["images"][0]
     assert image.size[0] > 0 and image.mode == "RGB"
     assert row["options"][ord(row["answer"]) - 65] == row["gt"]
-    assert row["prompt_geometry"][0]["kind"] == "box" and row["prompt_geometry"][0]["color"] == "red"
+    assert (
+        row["prompt_geometry"][0]["kind"] == "box" and row["prompt_geometry"][0]["color"] == "red"
+    )
     card = (a / "hf" / "README.md").read_text()
     assert "configs:" in card and "@misc{medvqa_build_synthetic_endo" in card and "CC0-1.0" in card
 
@@ -88,7 +121,9 @@ def test_validate_and_export_commands(builds, tmp_path, capsys):
     assert main(["validate", str(a)]) == 0
     assert "68 items checked, 0 problem(s)" in capsys.readouterr().out
     assert main(["export", str(a), "--format", "vlmeval", "-o", str(tmp_path)]) == 0
-    assert (tmp_path / "MedVQA_Demo.tsv").read_bytes() == (a / "vlmeval" / "MedVQA_Demo.tsv").read_bytes()
+    assert (tmp_path / "MedVQA_Demo.tsv").read_bytes() == (
+        a / "vlmeval" / "MedVQA_Demo.tsv"
+    ).read_bytes()
 
 
 def test_validate_catches_a_broken_build(builds, tmp_path, capsys):
@@ -112,4 +147,6 @@ def test_report_has_difficulty_per_strategy(builds):
     hard = diff["Lesion Type Identification [visual_class]"]
     assert pool["scored"] == 20 and hard["scored"] == 12
     assert 0 <= hard["ncc_accuracy"] <= 1 and hard["chance"] == 0.25
-    assert diff["Macro Phases Identification [label_pool]"]["ncc_accuracy"] is None  # frames not embedded
+    assert (
+        diff["Macro Phases Identification [label_pool]"]["ncc_accuracy"] is None
+    )  # frames not embedded

@@ -10,8 +10,10 @@ from medvqa_build.cli import main
 def _recipe(tmp_path, repo, monkeypatch):
     monkeypatch.delenv("KVASIR_SEG_ROOT", raising=False)
     data = yaml.safe_load((repo / "recipes" / "demo.yaml").read_text())
-    data["sources"] += [{"id": "kvasir", "root": str(tmp_path / "no-kvasir")},
-                        {"id": "kvasir-seg", "root": "${KVASIR_SEG_ROOT}"}]
+    data["sources"] += [
+        {"id": "kvasir", "root": str(tmp_path / "no-kvasir")},
+        {"id": "kvasir-seg", "root": "${KVASIR_SEG_ROOT}"},
+    ]
     data["sources"][0]["generate"].update(n_images=20, frames_per_video=6)
     for t in data["tasks"]:
         t["quota"] = 4
@@ -26,7 +28,7 @@ def test_missing_sources_are_all_named(tmp_path, repo, capsys, monkeypatch):
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: 2 source(s) missing: kvasir (expected at")
-    assert "kvasir-dataset-v2.zip" in err and "kvasir-seg (expected at ${KVASIR_SEG_ROOT}" in err
+    assert "kvasir-dataset-v2.zip" in err and "kvasir-seg (root ${KVASIR_SEG_ROOT} uses an unset environment variable" in err
     assert "--allow-missing" in err and err.count("\n") == 1
 
 

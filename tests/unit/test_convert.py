@@ -14,8 +14,14 @@ def test_convert_synthetic_with_corrupt_file(synthetic_root, tmp_path, capsys):
     # 25 stills + 8 frames were found; one still was truncated on purpose.
     assert "synthetic-endo: found 33, converted 32, quarantined 1" in printed
     quarantine = json.loads((tmp_path / "samples.quarantine.json").read_text())
-    assert quarantine == [{"file": "images/img_00003.jpg", "source": "synthetic-endo", "stage": "convert",
-                           "reason": "truncated JPEG (no end-of-image marker); re-download the file"}]
+    assert quarantine == [
+        {
+            "file": "images/img_00003.jpg",
+            "source": "synthetic-endo",
+            "stage": "convert",
+            "reason": "truncated JPEG (no end-of-image marker); re-download the file",
+        }
+    ]
     counts = json.loads((tmp_path / "samples.counts.json").read_text())
     assert counts == {"source": "synthetic-endo", "found": 33, "converted": 32, "quarantined": 1}
     samples = read_samples(out)
@@ -27,7 +33,11 @@ def test_convert_synthetic_with_corrupt_file(synthetic_root, tmp_path, capsys):
     normal = by_id["synthetic-endo:images/img_00004"]
     assert normal.labels == ("normal mucosa",) and normal.regions == ()
     frame = by_id["synthetic-endo:videos/video01/video01_000025"]
-    assert frame.frame == 25 and frame.modality == "laparoscopy" and frame.scene == "Surgical Endoscopy"
+    assert (
+        frame.frame == 25
+        and frame.modality == "laparoscopy"
+        and frame.scene == "Surgical Endoscopy"
+    )
     assert frame.attributes["phase"] == "preparation" and frame.group_id == "video01"
 
 
@@ -41,7 +51,10 @@ def test_decode_mode_agrees_on_the_synthetic_source(synthetic_root):
 def test_convert_missing_root_is_one_line(tmp_path, capsys):
     assert main(["convert", "synthetic-endo", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: source root for 'synthetic-endo' does not exist") and err.count("\n") == 1
+    assert (
+        err.startswith("error: source root for 'synthetic-endo' does not exist")
+        and err.count("\n") == 1
+    )
 
 
 def test_synthetic_generator_is_deterministic(tmp_path):
@@ -68,5 +81,7 @@ def test_synthetic_classes_differ_visibly(tmp_path):
         means[finding] = np.array(colours)
     centroids = {k: v.mean(0) for k, v in means.items()}
     spread = max(np.linalg.norm(v - centroids[k], axis=1).max() for k, v in means.items())
-    gaps = [np.linalg.norm(centroids[a] - centroids[b]) for a in centroids for b in centroids if a < b]
+    gaps = [
+        np.linalg.norm(centroids[a] - centroids[b]) for a in centroids for b in centroids if a < b
+    ]
     assert min(gaps) > 1.5 * spread

@@ -10,7 +10,10 @@ from medvqa_build.sources import get_source
 
 def _recipe(repo, **task_changes):
     data = yaml.safe_load((repo / "recipes" / "demo.yaml").read_text())
-    data["tasks"] = [dict(data["tasks"][0], quota=5), dict(data["tasks"][0], name="train", quota=40, split="train")]
+    data["tasks"] = [
+        dict(data["tasks"][0], quota=5),
+        dict(data["tasks"][0], name="train", quota=40, split="train"),
+    ]
     return Recipe.from_dict(data)
 
 

@@ -23,16 +23,28 @@ def test_demo_recipe_loads(repo):
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["tasks"][0].update(generator="nope"),
-         ["tasks.0.generator='nope'", "image_classification", "region_recognition"]),
-        (lambda d: d["tasks"][0].update(prompt_level="arrow"),
-         ["tasks.0.prompt_level='arrow'", "image, box, contour, multi, coord"]),
-        (lambda d: d["tasks"][1].update(negatives={"strategy": "magic"}),
-         ["tasks.1.negatives.strategy='magic'", "label_pool"]),
+        (
+            lambda d: d["tasks"][0].update(generator="nope"),
+            ["tasks.0.generator='nope'", "image_classification", "region_recognition"],
+        ),
+        (
+            lambda d: d["tasks"][0].update(prompt_level="arrow"),
+            ["tasks.0.prompt_level='arrow'", "image, box, contour, multi, coord"],
+        ),
+        (
+            lambda d: d["tasks"][1].update(negatives={"strategy": "magic"}),
+            ["tasks.1.negatives.strategy='magic'", "label_pool"],
+        ),
         (lambda d: d.update(colour="red"), ["unknown key 'colour'"]),
-        (lambda d: d["sources"][0].update(id="nowhere"), ["sources.0.id='nowhere'", "synthetic-endo"]),
-        (lambda d: d["tasks"][0].update(n_options=9), ["tasks.0.n_options=9", "less than or equal to 6"]),
-        (lambda d: d["export"].update(formats=["hf", "pdf"]), ["export.formats", "hf, vlmeval"]),
+        (
+            lambda d: d["sources"][0].update(id="nowhere"),
+            ["sources.0.id='nowhere'", "synthetic-endo"],
+        ),
+        (
+            lambda d: d["tasks"][0].update(n_options=9),
+            ["tasks.0.n_options=9", "less than or equal to 6"],
+        ),
+        (lambda d: d["export"].update(formats=["hf", "pdf"]), ["export.formats", "allowed: hf,", "vlmeval"]),
         (lambda d: d["tasks"][0].update(where={"colour": "red"}), ["tasks.0.where", "modality"]),
     ],
 )
@@ -79,7 +91,7 @@ def test_cli_missing_recipe_and_missing_root(tmp_path, demo, capsys):
     path.write_text(yaml.safe_dump(demo))
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
     err = capsys.readouterr().err
-    assert "source root for 'kvasir' does not exist" in err and "kvasir-dataset-v2.zip" in err
+    assert "1 source(s) missing: kvasir (expected at" in err and "kvasir-dataset-v2.zip" in err
 
 
 def test_unset_environment_variable_in_root(tmp_path, demo, capsys, monkeypatch):
@@ -88,4 +100,4 @@ def test_unset_environment_variable_in_root(tmp_path, demo, capsys, monkeypatch)
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(demo))
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
-    assert "unset environment variable" in capsys.readouterr().err
+    assert "root ${KVASIR_ROOT} uses an unset environment variable" in capsys.readouterr().err

@@ -16,11 +16,45 @@ from medvqa_build.schema import (
     write_samples,
 )
 
-SAMPLE_COLUMNS = ["sample_id", "source", "image", "frame", "slice", "width", "height", "modality",
-                  "scene", "labels", "attributes", "regions", "group_id", "split"]
-ITEM_COLUMNS = ["item_id", "benchmark", "category", "task", "subtask", "scene", "source", "sample_ids",
-                "images", "question", "options", "answer", "gt", "answer_bbox", "coord_format",
-                "prompt_level", "prompt_geometry", "negatives", "template_id", "split", "licence"]
+SAMPLE_COLUMNS = [
+    "sample_id",
+    "source",
+    "image",
+    "frame",
+    "slice",
+    "width",
+    "height",
+    "modality",
+    "scene",
+    "labels",
+    "attributes",
+    "regions",
+    "group_id",
+    "split",
+]
+ITEM_COLUMNS = [
+    "item_id",
+    "benchmark",
+    "category",
+    "task",
+    "subtask",
+    "scene",
+    "source",
+    "sample_ids",
+    "images",
+    "question",
+    "options",
+    "answer",
+    "gt",
+    "answer_bbox",
+    "coord_format",
+    "prompt_level",
+    "prompt_geometry",
+    "negatives",
+    "template_id",
+    "split",
+    "licence",
+]
 
 
 def _mask():
@@ -42,14 +76,29 @@ def test_samples_round_trip_with_nulls_empty_lists_and_rle(tmp_path):
     samples = [
         Sample("s:a", "s", "a.jpg", 8, 6, "endoscopy"),  # empty lists, nulls everywhere
         Sample(
-            "s:b", "s", "v.nii.gz", 8, 6, "ct", frame=None, slice=SliceRef("axial", 12),
-            scene="Colonoscopy", labels=("polyp", "ulcer"), attributes={"phase": "x", "count": "2"},
+            "s:b",
+            "s",
+            "v.nii.gz",
+            8,
+            6,
+            "ct",
+            frame=None,
+            slice=SliceRef("axial", 12),
+            scene="Colonoscopy",
+            labels=("polyp", "ulcer"),
+            attributes={"phase": "x", "count": "2"},
             regions=(
                 Region("polyp", bbox=(1.0, 2.0, 4.0, 5.0), mask=rle),
                 Region("ulcer", mask=MaskRef(path="masks/b.png", value=3)),
-                Region("L4", points=((1.5, 2.5),), polygon=((0.0, 0.0), (3.0, 0.0), (3.0, 3.0)), level="L4/L5"),
+                Region(
+                    "L4",
+                    points=((1.5, 2.5),),
+                    polygon=((0.0, 0.0), (3.0, 0.0), (3.0, 3.0)),
+                    level="L4/L5",
+                ),
             ),
-            group_id="patient-1", split="train",
+            group_id="patient-1",
+            split="train",
         ),
         Sample("s:c", "s", "vid.mp4", 8, 6, "laparoscopy", frame=250, group_id="video01"),
     ]
@@ -64,17 +113,47 @@ def test_samples_round_trip_with_nulls_empty_lists_and_rle(tmp_path):
 def test_items_round_trip_multi_image_and_geometry(tmp_path):
     _, rle = _mask()
     items = [
-        Item("i1", "B", "Cat", "Task", "Task", "s", ("s:a",), ("source://s/a.jpg",), "Q?",
-             ("x", "y"), "A", "x"),
-        Item("i2", "B", "Cat", "Grounding", "Sub", "s", ("s:a", "s:b", "s:c"),
-             ("render://images/i2_0.jpg", "source://s/b.jpg", "source://s/c.jpg"), "Where?",
-             ("[1, 2, 3, 4]", "[5, 6, 7, 8]", "[0, 0, 2, 2]"), "A,C", "[1, 2, 3, 4]",
-             prompt_level="box", scene="Colonoscopy", answer_bbox=(1.0, 2.0, 3.0, 4.0), coord_format="abs",
-             prompt_geometry=(DrawnShape(0, "box", "polyp", "red", bbox=(1.0, 2.0, 3.0, 4.0), thickness_px=2),
-                              DrawnShape(1, "mask", "ulcer", "blue", mask=rle),
-                              DrawnShape(2, "point", None, "green", point=(3.5, 4.5))),
-             negatives=Negatives("visual_class", ("y", "z"), (0.5, 0.25), 7), template_id="t/1",
-             split="test", licence="CC BY 4.0"),
+        Item(
+            "i1",
+            "B",
+            "Cat",
+            "Task",
+            "Task",
+            "s",
+            ("s:a",),
+            ("source://s/a.jpg",),
+            "Q?",
+            ("x", "y"),
+            "A",
+            "x",
+        ),
+        Item(
+            "i2",
+            "B",
+            "Cat",
+            "Grounding",
+            "Sub",
+            "s",
+            ("s:a", "s:b", "s:c"),
+            ("render://images/i2_0.jpg", "source://s/b.jpg", "source://s/c.jpg"),
+            "Where?",
+            ("[1, 2, 3, 4]", "[5, 6, 7, 8]", "[0, 0, 2, 2]"),
+            "A,C",
+            "[1, 2, 3, 4]",
+            prompt_level="box",
+            scene="Colonoscopy",
+            answer_bbox=(1.0, 2.0, 3.0, 4.0),
+            coord_format="abs",
+            prompt_geometry=(
+                DrawnShape(0, "box", "polyp", "red", bbox=(1.0, 2.0, 3.0, 4.0), thickness_px=2),
+                DrawnShape(1, "mask", "ulcer", "blue", mask=rle),
+                DrawnShape(2, "point", None, "green", point=(3.5, 4.5)),
+            ),
+            negatives=Negatives("visual_class", ("y", "z"), (0.5, 0.25), 7),
+            template_id="t/1",
+            split="test",
+            licence="CC BY 4.0",
+        ),
     ]
     back = read_items(write_items(items, tmp_path / "items.parquet"))
     assert back == items

@@ -34,7 +34,8 @@ class ClassFolders:
             folders = path.relative_to(base).parts[:-1]
             if len(folders) != depth:
                 yield ctx.quarantine(
-                    rel, f"expected {depth} folder level(s) below {self.o.images_dir!r}, found {len(folders)}"
+                    rel,
+                    f"expected {depth} folder level(s) below {self.o.images_dir!r}, found {len(folders)}",
                 )
                 continue
             try:
@@ -53,7 +54,9 @@ class ClassFolders:
                 modality=ctx.modality,
                 scene=ctx.scene,
                 labels=(label,),
-                attributes={"source_label": folders[-1],
-                            **dict(zip(self.o.parent_attributes, folders[:-1], strict=True))},
+                attributes={
+                    "source_label": folders[-1],
+                    **dict(zip(self.o.parent_attributes, folders[:-1], strict=True)),
+                },
                 group_id=key,
             )

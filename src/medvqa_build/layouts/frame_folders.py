@@ -60,7 +60,9 @@ class FrameFolders:
         rel = ctx.rel(path)
         match = self._frame_re.search(path.stem)
         if match is None:
-            return ctx.quarantine(rel, f"no frame number in the file name (regex {self.o.frame_regex!r})")
+            return ctx.quarantine(
+                rel, f"no frame number in the file name (regex {self.o.frame_regex!r})"
+            )
         frame = int(match.group(1))
         attributes: dict[str, str] = {"video": video}
         labels: list[str] = []

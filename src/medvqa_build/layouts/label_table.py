@@ -76,7 +76,9 @@ class LabelTable:
             if o.masks is not None:
                 mask_file = mask_path_for(ctx.root, o.masks, Path(rel).stem)
                 if mask_file.is_file():
-                    region_label = label if o.masks.region_label == "sample" else o.masks.region_label
+                    region_label = (
+                        label if o.masks.region_label == "sample" else o.masks.region_label
+                    )
                     regions = regions_from_mask(
                         mask_file, region_label, width, height, o.masks.min_area_px
                     )
@@ -94,7 +96,10 @@ class LabelTable:
             modality=ctx.modality,
             scene=ctx.scene,
             labels=(label,),
-            attributes={"source_label": str(row[o.label_column]), **{c: str(row[c]) for c in o.attribute_columns}},
+            attributes={
+                "source_label": str(row[o.label_column]),
+                **{c: str(row[c]) for c in o.attribute_columns},
+            },
             regions=regions,
             group_id=str(row[o.group_column]) if o.group_column else key,
             split=(str(row[o.split_column]) or None) if o.split_column else None,

@@ -57,11 +57,15 @@ class Source:
             if self.generator is not None:
                 fix = f"write it first with `medvqa-build make-synthetic {root} --source {self.id}`"
             raise SourceError(
-                f"source root for {self.id!r} does not exist or is not a folder", where=str(root), fix=fix
+                f"source root for {self.id!r} does not exist or is not a folder",
+                where=str(root),
+                fix=fix,
             )
         return root.resolve()
 
-    def scan(self, root: str | os.PathLike, verify: str = "header") -> Iterator[Sample | QuarantineEntry]:
+    def scan(
+        self, root: str | os.PathLike, verify: str = "header"
+    ) -> Iterator[Sample | QuarantineEntry]:
         """Stream samples and quarantine entries of every layout part, in a stable order."""
         root = self.check_root(root)
         for part in self.manifest.parts:

@@ -76,7 +76,9 @@ def _mucosa(rng, h, w) -> np.ndarray:
             pts.append(pts[-1] + rng.normal(0, 9, 2))
         cv2.polylines(vessels, [np.int32(pts)], False, 255, int(rng.integers(1, 3)), cv2.LINE_AA)
     v = cv2.GaussianBlur(vessels, (0, 0), 0.8).astype(np.float32) / 255.0
-    img = img * (1 - 0.35 * v[..., None]) + np.array([150, 40, 55], np.float32) * 0.35 * v[..., None]
+    img = (
+        img * (1 - 0.35 * v[..., None]) + np.array([150, 40, 55], np.float32) * 0.35 * v[..., None]
+    )
     return img
 
 
@@ -115,7 +117,16 @@ def _polyp(rng, img, cx, cy, r) -> np.ndarray:
     """Raised, paler dome with a shaded rim and a highlight on top."""
     h, w = img.shape[:2]
     mask = np.zeros((h, w), np.uint8)
-    cv2.ellipse(mask, (cx, cy), (r, int(r * rng.uniform(0.75, 1.0))), float(rng.uniform(0, 180)), 0, 360, 1, -1)
+    cv2.ellipse(
+        mask,
+        (cx, cy),
+        (r, int(r * rng.uniform(0.75, 1.0))),
+        float(rng.uniform(0, 180)),
+        0,
+        360,
+        1,
+        -1,
+    )
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
     d = np.clip(np.hypot(xx - cx + 0.3 * r, yy - cy + 0.3 * r) / (1.3 * r), 0, 1)
     dome = (0.70 + 0.45 * (1 - d**2))[..., None]
@@ -123,7 +134,7 @@ def _polyp(rng, img, cx, cy, r) -> np.ndarray:
     pits = 1 + _smooth_noise(rng, h, w, max(8, w // 10), 0.05)[..., None]
     m = cv2.GaussianBlur(mask.astype(np.float32), (0, 0), 1.5)[..., None]
     img[:] = img * (1 - m) + color * pits * m
-    _highlights(rng, img[max(0, cy - r): cy, max(0, cx - r): cx + r], 2)
+    _highlights(rng, img[max(0, cy - r) : cy, max(0, cx - r) : cx + r], 2)
     return mask.astype(bool)
 
 
@@ -197,29 +208,55 @@ def _instrument(rng, img, tool: str) -> None:
     """A grey metallic shaft entering from the border, with a tool-specific tip."""
     h, w = img.shape[:2]
     side = int(rng.integers(3))
-    start = [(0, rng.uniform(0.2, 0.8) * h), (w, rng.uniform(0.2, 0.8) * h), (rng.uniform(0.2, 0.8) * w, h)][side]
+    start = [
+        (0, rng.uniform(0.2, 0.8) * h),
+        (w, rng.uniform(0.2, 0.8) * h),
+        (rng.uniform(0.2, 0.8) * w, h),
+    ][side]
     tip = np.array([rng.uniform(0.35, 0.65) * w, rng.uniform(0.35, 0.65) * h])
     start = np.array(start)
     direction = (tip - start) / np.linalg.norm(tip - start)
     normal = np.array([-direction[1], direction[0]])
     half = 0.035 * min(h, w)
-    shaft = np.int32([start + normal * half, tip + normal * half, tip - normal * half, start - normal * half])
+    shaft = np.int32(
+        [start + normal * half, tip + normal * half, tip - normal * half, start - normal * half]
+    )
     layer = np.zeros((h, w), np.uint8)
     cv2.fillPoly(layer, [shaft], 1)
     jaw = 2.4 * half
     if tool == "Grasper":
         for s in (1, -1):
-            cv2.line(layer, tuple(np.int32(tip)), tuple(np.int32(tip + direction * jaw + s * normal * jaw * 0.5)), 1, 4)
+            cv2.line(
+                layer,
+                tuple(np.int32(tip)),
+                tuple(np.int32(tip + direction * jaw + s * normal * jaw * 0.5)),
+                1,
+                4,
+            )
     elif tool == "Hook":
         bend = tip + direction * jaw
         cv2.line(layer, tuple(np.int32(tip)), tuple(np.int32(bend)), 1, 3)
         cv2.line(layer, tuple(np.int32(bend)), tuple(np.int32(bend + normal * jaw * 0.6)), 1, 3)
     elif tool == "Clipper":
-        cv2.fillPoly(layer, [np.int32([tip + normal * half * 1.6, tip + direction * jaw + normal * half * 0.6,
-                                       tip + direction * jaw - normal * half * 0.6, tip - normal * half * 1.6])], 1)
+        cv2.fillPoly(
+            layer,
+            [
+                np.int32(
+                    [
+                        tip + normal * half * 1.6,
+                        tip + direction * jaw + normal * half * 0.6,
+                        tip + direction * jaw - normal * half * 0.6,
+                        tip - normal * half * 1.6,
+                    ]
+                )
+            ],
+            1,
+        )
     else:  # Irrigator: a plain tube with a dark opening
         cv2.circle(layer, tuple(np.int32(tip)), int(half), 1, -1)
-    metal = np.array([150, 152, 158], np.float32) * (1 + _smooth_noise(rng, h, w, 4, 0.12))[..., None]
+    metal = (
+        np.array([150, 152, 158], np.float32) * (1 + _smooth_noise(rng, h, w, 4, 0.12))[..., None]
+    )
     soft = cv2.GaussianBlur(layer.astype(np.float32), (0, 0), 0.8)[..., None]
     img[:] = img * (1 - soft) + metal * soft
     if tool == "Irrigator":
@@ -243,7 +280,9 @@ def render_frame(seed: int, video: int, frame_no: int, tools: tuple[str, ...]) -
 
 
 def _write_jpeg(path: Path, rgb: np.ndarray, quality: int = 92) -> None:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    ok, buf = cv2.imencode(
+        ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
     if not ok:
         raise OSError(f"cannot encode {path}")
     path.write_bytes(buf.tobytes())
@@ -300,11 +339,20 @@ def write_synthetic_endo(
             frame_no = k * FRAME_STEP
             phase = PHASES[min(len(PHASES) - 1, k * len(PHASES) // max(1, frames_per_video))]
             rng = _rng(seed, 4, v, k)
-            tools = tuple(t for j, t in enumerate(PHASE_TOOLS[phase]) if j == 0 or rng.random() < 0.5)
-            _write_jpeg(root / "videos" / video / f"{video}_{frame_no:06d}.jpg", render_frame(seed, v, frame_no, tools))
+            tools = tuple(
+                t for j, t in enumerate(PHASE_TOOLS[phase]) if j == 0 or rng.random() < 0.5
+            )
+            _write_jpeg(
+                root / "videos" / video / f"{video}_{frame_no:06d}.jpg",
+                render_frame(seed, v, frame_no, tools),
+            )
             phase_lines.append(f"{frame_no}\t{phase}")
-            tool_lines.append(f"{frame_no}\t" + "\t".join("1" if t in tools else "0" for t in TOOLS))
-        (root / "phase_annotations" / f"{video}-phase.txt").write_text("\n".join(phase_lines) + "\n")
+            tool_lines.append(
+                f"{frame_no}\t" + "\t".join("1" if t in tools else "0" for t in TOOLS)
+            )
+        (root / "phase_annotations" / f"{video}-phase.txt").write_text(
+            "\n".join(phase_lines) + "\n"
+        )
         (root / "tool_annotations" / f"{video}-tool.txt").write_text("\n".join(tool_lines) + "\n")
     (root / "README.txt").write_text(
         "synthetic-endo: generated by medvqa_build (synthetic pixels, no patient data).\n"

@@ -43,8 +43,16 @@ def _ctx(root, **kw):
 def test_label_table_names_missing_columns(tmp_path):
     (tmp_path / "images").mkdir()
     (tmp_path / "labels.csv").write_text("image;finding\na;Polyp\n")
-    layout = make_layout("label_table", {"table": "labels.csv", "image_column": "image",
-                                         "label_column": "finding", "image_dir": "images"}, where="test")
+    layout = make_layout(
+        "label_table",
+        {
+            "table": "labels.csv",
+            "image_column": "image",
+            "label_column": "finding",
+            "image_dir": "images",
+        },
+        where="test",
+    )
     with pytest.raises(SourceError) as err:
         list(layout.scan(_ctx(tmp_path)))
     assert "lacks column(s) ['image', 'finding']" in str(err.value)
@@ -53,7 +61,11 @@ def test_label_table_names_missing_columns(tmp_path):
 
 def test_label_table_unknown_option_is_named():
     with pytest.raises(SourceError, match="unknown key 'sepp'"):
-        make_layout("label_table", {"table": "x", "image_column": "i", "label_column": "l", "sepp": ";"}, "m")
+        make_layout(
+            "label_table",
+            {"table": "x", "image_column": "i", "label_column": "l", "sepp": ";"},
+            "m",
+        )
 
 
 def test_label_table_masks_and_quarantine(tmp_path):
@@ -69,14 +81,28 @@ def test_label_table_masks_and_quarantine(tmp_path):
     cv2.imwrite(str(tmp_path / "masks" / "a.png"), mask)
     cv2.imwrite(str(tmp_path / "masks" / "b.png"), np.zeros((10, 10), np.uint8))  # wrong size
     _jpeg(tmp_path / "images" / "unlisted.jpg", 4)
-    (tmp_path / "labels.csv").write_text("image,finding\na,Polyp\nb,Polyp\nc,Polyp\nmissing,Polyp\n")
-    layout = make_layout("label_table", {
-        "table": "labels.csv", "image_column": "image", "label_column": "finding", "image_dir": "images",
-        "image_suffix": ".jpg", "masks": {"dir": "masks", "min_area_px": 4}}, where="test")
+    (tmp_path / "labels.csv").write_text(
+        "image,finding\na,Polyp\nb,Polyp\nc,Polyp\nmissing,Polyp\n"
+    )
+    layout = make_layout(
+        "label_table",
+        {
+            "table": "labels.csv",
+            "image_column": "image",
+            "label_column": "finding",
+            "image_dir": "images",
+            "image_suffix": ".jpg",
+            "masks": {"dir": "masks", "min_area_px": 4},
+        },
+        where="test",
+    )
     out = list(layout.scan(_ctx(tmp_path, label_map={"Polyp": "polyp"})))
     samples = {o.image: o for o in out if hasattr(o, "sample_id")}
     quarantined = {o.file: o.reason for o in out if not hasattr(o, "sample_id")}
-    assert [r.bbox for r in samples["images/a.jpg"].regions] == [(30.0, 20.0, 38.0, 26.0), (6.0, 5.0, 12.0, 10.0)]
+    assert [r.bbox for r in samples["images/a.jpg"].regions] == [
+        (30.0, 20.0, 38.0, 26.0),
+        (6.0, 5.0, 12.0, 10.0),
+    ]
     assert all(r.label == "polyp" and r.mask.counts for r in samples["images/a.jpg"].regions)
     assert samples["images/c.jpg"].regions == ()
     assert quarantined == {
@@ -91,12 +117,22 @@ def test_frame_folders_phase_and_tools(tmp_path):
     for f in (0, 25, 50):
         _jpeg(tmp_path / "videos" / "video01" / f"video01_{f:06d}.jpg", f)
     (tmp_path / "phase_annotations").mkdir()
-    (tmp_path / "phase_annotations" / "video01-phase.txt").write_text("Frame\tPhase\n0\tPreparation\n25\tClippingCutting\n")
+    (tmp_path / "phase_annotations" / "video01-phase.txt").write_text(
+        "Frame\tPhase\n0\tPreparation\n25\tClippingCutting\n"
+    )
     (tmp_path / "tool_annotations").mkdir()
-    (tmp_path / "tool_annotations" / "video01-tool.txt").write_text("Frame\tGrasper\tHook\n0\t1\t0\n25\t1\t1\n")
-    layout = make_layout("frame_folders", {"frames_dir": "videos",
-                                           "phase_table": "phase_annotations/{video}-phase.txt",
-                                           "tool_table": "tool_annotations/{video}-tool.txt"}, "test")
+    (tmp_path / "tool_annotations" / "video01-tool.txt").write_text(
+        "Frame\tGrasper\tHook\n0\t1\t0\n25\t1\t1\n"
+    )
+    layout = make_layout(
+        "frame_folders",
+        {
+            "frames_dir": "videos",
+            "phase_table": "phase_annotations/{video}-phase.txt",
+            "tool_table": "tool_annotations/{video}-tool.txt",
+        },
+        "test",
+    )
     out = list(layout.scan(_ctx(tmp_path)))
     assert [o.frame for o in out[:2]] == [0, 25]
     assert out[1].attributes["phase"] == "ClippingCutting" and out[1].labels == ("Grasper", "Hook")
