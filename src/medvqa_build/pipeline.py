@@ -12,29 +12,28 @@ import json
 import logging
 import os
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .convert import scan_source, write_convert_result
 from .errors import RecipeError, SourceError, ValidationFailed
 from .export import EXPORTERS, ExportContext
 from .generate import generate_items
-from .images import encode_image, render_ref, resolve_image, write_bytes_atomic
+from .images import resolve_image
 from .manifest import SourceManifest
-from .media.image import ImageProblem, load_rgb
 from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
 from .recipe import Recipe
 from .records import Item, Sample
-from .render import Mark, RenderResult, Style, coord_text, fit_max_side, render
-from .runner import StageResult, run_stage, tree_fingerprint
+from .render_stage import RenderJob, render_items
+from .report import difficulty, write_report
+from .runner import StageResult, run_stage, stage_done, tree_fingerprint
 from .schema import read_items, read_samples, write_items
 from .sources import get_source
-from .validate import Problem, check_items, letter_histogram
-from .validate.alignment import check_alignment
+from .validate import Problem, check_items
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +141,9 @@ def _source_roots(
         try:
             root = recipe.resolved_root(spec)
         except RecipeError:
-            missing.append(_missing_line(source, f"root {spec.root} uses an unset environment variable"))
+            missing.append(
+                _missing_line(source, f"root {spec.root} uses an unset environment variable")
+            )
             continue
         if root is None or not root.is_dir():
             missing.append(_missing_line(source, f"expected at {root or 'no root given'}"))
@@ -164,11 +165,13 @@ def build(
     progress: bool = True,
     force_export: bool = False,
     allow_missing: bool = False,
+    workers: int = 1,
 ) -> BuildResult:
     """Run every stage of ``recipe`` into ``out_dir``; finished stages are reused.
 
     With ``allow_missing`` sources whose roots are absent are left out; the report names them
-    and the quota shortfall per task.
+    and the quota shortfall per task. ``workers`` > 1 converts sources and renders items in
+    parallel processes; the outputs are identical to one worker.
     """
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -187,16 +190,22 @@ def build(
     samples: list[Sample] = []
     quarantine: list[QuarantineEntry] = []
     source_counts: dict[str, dict] = {}
-    for spec in recipe.sources:
-        source = get_source(spec.id)
-        inputs = {
-            "manifest": source.path.read_text(encoding="utf-8"),
+    inputs_by_id = {
+        spec.id: {
+            "manifest": get_source(spec.id).path.read_text(encoding="utf-8"),
             "tree": tree_fingerprint(roots[spec.id]),
             "verify": spec.verify,
         }
+        for spec in recipe.sources
+    }
+    scanned = _scan_in_parallel(recipe, roots, inputs_by_id, out, workers)
+    for spec in recipe.sources:
+        inputs = inputs_by_id[spec.id]
 
         def do_convert(d: Path, spec=spec) -> dict:
-            result = scan_source(spec.id, roots[spec.id], verify=spec.verify, progress=progress)
+            result = scanned.get(spec.id) or scan_source(
+                spec.id, roots[spec.id], verify=spec.verify, progress=progress
+            )
             return write_convert_result(result, d / "samples.parquet")
 
         st = run_stage(out, "convert", spec.id, inputs, do_convert)
@@ -237,7 +246,8 @@ def build(
     # -- render ----------------------------------------------------------------------------
     def do_render(d: Path) -> dict:
         items = read_items(gen.path / "items.parquet")
-        rendered, bad, problems = render_items(items, roots, d, recipe, progress, gen.path)
+        job = RenderJob(roots=roots, out=d, spec=recipe.render, generated_dir=gen.path)
+        rendered, bad, problems = render_items(items, job, workers=workers, progress=progress)
         write_items(rendered, d / "items.parquet")
         (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
         (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")
@@ -288,7 +298,7 @@ def build(
     val = run_stage(out, "validate", "items", {"render": ren.fingerprint}, do_validate)
     stages.append(val)
     if val.stats["failed"] and not force_export:
-        _write_report(
+        write_report(
             out, recipe, stages, source_counts, quarantine, gen, val, items, {}, None, missing
         )
         raise ValidationFailed(
@@ -329,7 +339,7 @@ def build(
     (out / "checksums.sha256").write_text(
         "".join(f"{h}  {p}\n" for p, h in sorted(checksums.items()))
     )
-    report = _write_report(
+    report = write_report(
         out,
         recipe,
         stages,
@@ -339,10 +349,27 @@ def build(
         val,
         items,
         checksums,
-        _difficulty(items, samples, embeddings),
+        difficulty(items, samples, embeddings),
         missing,
     )
     return BuildResult(out, recipe, samples, items, report, stages)
+
+
+def _scan_one(args: tuple[str, Path, str]):
+    source_id, root, verify = args
+    return scan_source(source_id, root, verify=verify, progress=False)
+
+
+def _scan_in_parallel(recipe, roots, inputs_by_id, out, workers: int) -> dict:
+    """Scan the sources whose convert stage is not finished, ``workers`` at a time."""
+    pending = [
+        s for s in recipe.sources if not stage_done(out, "convert", s.id, inputs_by_id[s.id])
+    ]
+    if workers <= 1 or len(pending) <= 1:
+        return {}
+    jobs = [(s.id, roots[s.id], s.verify) for s in pending]
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        return {job[0]: result for job, result in zip(jobs, pool.map(_scan_one, jobs), strict=True)}
 
 
 def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
@@ -370,173 +397,6 @@ def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
     ids = json.loads((st.path / "sample_ids.json").read_text())
     vectors = np.load(st.path / "embeddings.npy")
     return dict(zip(ids, vectors, strict=True))
-
-
-def render_items(
-    items: list[Item],
-    roots: dict[str, Path],
-    out: Path,
-    recipe: Recipe,
-    progress: bool,
-    generated_dir: Path | None = None,
-) -> tuple[list[Item], list[dict], list[str]]:
-    """Draw each item's planned shapes on a copy of its clean image and keep what was drawn.
-
-    Returns ``(items, quarantined, alignment_problems)``: an item whose geometry cannot be
-    drawn (empty mask, box outside the image) is quarantined with the reason; the alignment
-    check runs on the in-memory image, before lossy encoding. With ``render.max_side`` the
-    image and its geometry are scaled down together first. A ``{box}`` slot in the question is
-    filled from the box as drawn, in the item's coordinate convention.
-    """
-    spec = recipe.render
-    style = Style(thickness_px=spec.thickness_px)
-    ext = ".jpg" if spec.format == "jpeg" else ".png"
-    done, quarantined, problems = [], [], []
-    for item in tqdm(items, desc="render", unit="item", disable=not progress, leave=False):
-        planned = [s for s in item.prompt_geometry if s.image_index == 0]
-        if item.prompt_level == "image" and spec.max_side is None:
-            done.append(item)
-            continue
-        root = roots.get(item.source)
-        try:
-            clean = load_rgb(resolve_image(item.images[0], roots, generated_dir=generated_dir))
-            rs = fit_max_side(clean.shape[0], clean.shape[1], spec.max_side)
-            clean = rs.image(clean)
-            marks = [
-                Mark(region=rs.region(_shape_region(s), root), color=s.color or "red")
-                for s in planned
-            ]
-            if item.prompt_level == "image" or not planned:
-                result = RenderResult(clean, ())
-            else:
-                result = render(item.prompt_level, clean, marks, style, root=root)
-        except (ValueError, ImageProblem) as exc:
-            quarantined.append(
-                {
-                    "item_id": item.item_id,
-                    "sample_ids": list(item.sample_ids),
-                    "task": item.task,
-                    "reason": str(exc),
-                }
-            )
-            continue
-        problems += check_alignment(clean, result.image, result.shapes, item.item_id)
-        changes: dict = {"prompt_geometry": result.shapes}
-        if item.answer_bbox is not None:
-            changes["answer_bbox"] = rs.box(item.answer_bbox)
-        if "{box}" in item.question and result.shapes and result.shapes[0].bbox is not None:
-            h, w = result.image.shape[:2]
-            box_text = coord_text(result.shapes[0].bbox, item.coord_format or "abs", w, h)
-            changes["question"] = item.question.replace("{box}", box_text)
-        if item.prompt_level in ("image", "coord") and rs.is_identity:
-            done.append(item.replace(**changes))  # nothing drawn: the model sees the source file
-            continue
-        rel = f"images/{item.item_id}_0{ext}"
-        data = encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
-        write_bytes_atomic(out / rel, data)
-        done.append(item.replace(images=(render_ref(rel),) + item.images[1:], **changes))
-    return done, quarantined, problems
-
-
-def _shape_region(shape):
-    from .records import Region
-
-    return Region(label=shape.label or "", bbox=shape.bbox, mask=shape.mask, polygon=shape.polygon)
-
-
-def _difficulty(items: list[Item], samples: list[Sample], embeddings) -> dict:
-    """Per (task, negative strategy): distractor similarity and nearest-centroid accuracy."""
-    if embeddings is None:
-        return {}
-    from .negatives import class_centroids, difficulty_report
-
-    labelled = [(embeddings[i.sample_ids[0]], i.gt) for i in items if i.sample_ids[0] in embeddings]
-    if not labelled:
-        return {}
-    centroids = class_centroids(np.stack([v for v, _ in labelled]), [g for _, g in labelled])
-    tagged = [
-        i.replace(task=f"{i.task} [{i.negatives.strategy if i.negatives else '-'}]") for i in items
-    ]
-    report = difficulty_report(tagged, embeddings, centroids)
-    # NaN (nothing scored) is not valid JSON: report it as null
-    return {
-        t: {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
-        for t, row in report.items()
-    }
-
-
-def _write_report(
-    out,
-    recipe,
-    stages,
-    source_counts,
-    quarantine,
-    gen,
-    val,
-    items,
-    checksums,
-    difficulty=None,
-    missing=(),
-) -> dict:
-    from collections import Counter
-
-    ren_stats = next((s.stats for s in stages if s.name == "render"), {})
-    report = {
-        "recipe": recipe.name,
-        "benchmark": recipe.benchmark,
-        "seed": recipe.seed,
-        "sources": source_counts,
-        "missing_sources": list(missing),
-        "quarantined": [
-            {"file": q.file, "source": q.source, "reason": q.reason} for q in quarantine
-        ],
-        "items": len(items),
-        "items_per_task": dict(sorted(Counter(i.task for i in items).items())),
-        "dropped": gen.stats.get("dropped", 0),
-        "render_quarantined": ren_stats.get("quarantined", 0),
-        "shortfall": gen.stats.get("shortfall", {}),
-        "validation": val.stats,
-        "answer_letters": letter_histogram(items),
-        "stages": [
-            {"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused}
-            for s in stages
-        ],
-        "difficulty": difficulty or {},
-        "exports": checksums,
-    }
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    lines = [
-        f"# Build report: {recipe.name}",
-        "",
-        "| source | found | converted | quarantined |",
-        "|---|---|---|---|",
-    ]
-    for sid, c in source_counts.items():
-        lines.append(f"| {sid} | {c['found']} | {c['converted']} | {c['quarantined']} |")
-    if missing:
-        lines += ["", "Missing sources (left out with --allow-missing):"] + [
-            f"- {m}" for m in missing
-        ]
-    lines += ["", "| task | items |", "|---|---|"]
-    lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
-    lines += [
-        "",
-        f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
-        f"Validation problems: {val.stats['problems']}.",
-        "",
-    ]
-    if difficulty:
-        from .negatives import format_difficulty
-
-        lines += ["## Difficulty of the distractors", "", format_difficulty(difficulty), ""]
-    if quarantine:
-        lines += (
-            ["## Quarantine", ""]
-            + [f"- `{q.file}` ({q.source}): {q.reason}" for q in quarantine]
-            + [""]
-        )
-    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
-    return report
 
 
 def open_build(build_dir: str | os.PathLike):

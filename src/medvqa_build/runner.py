@@ -47,6 +47,13 @@ def stage_fingerprint(name: str, inputs: Any) -> str:
     return fingerprint(name, STAGE_VERSIONS[name], __version__, inputs)
 
 
+def stage_done(build_dir: Path, name: str, key: str, inputs: Any) -> bool:
+    """Whether ``run_stage`` with these arguments would reuse a finished output."""
+    fp = stage_fingerprint(name, inputs)
+    marker = build_dir / "stages" / name / f"{key}-{fp[:16]}" / MARKER
+    return marker.is_file() and json.loads(marker.read_text()).get("fingerprint") == fp
+
+
 def run_stage(
     build_dir: Path,
     name: str,
