@@ -69,7 +69,7 @@ def _cmd_run(args) -> int:
     recipe = load_recipe(args.recipe, args.set)
     out = Path(args.output or f"build/{recipe.name}")
     result = build(recipe, out, progress=not args.quiet, force_export=args.force,
-                   allow_missing=args.allow_missing)
+                   allow_missing=args.allow_missing, workers=args.workers)
     for st in result.stages:
         state = "reused" if st.reused else "built"
         print(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
@@ -110,7 +110,8 @@ def _cmd_export(args) -> int:
     items, resolve, recipe = open_build(args.dir)
     problems = check_items(items, resolve)
     if problems and not args.force:
-        raise ValidationFailed(f"build has {len(problems)} validation problem(s); not exported", where=args.dir,
+        raise ValidationFailed(f"build has {len(problems)} validation problem(s); not exported",
+                               where=args.dir,
                                fix="run `medvqa-build validate DIR` to see them, or pass --force")
     out = Path(args.output or Path(args.dir) / args.format)
     manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
@@ -178,6 +179,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a recipe key, e.g. --set seed=3 --set tasks.0.quota=10")
     p.add_argument("--force", action="store_true", help="export even if validation fails")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes for converting sources and rendering (same output as 1)")
     p.add_argument("--allow-missing", action="store_true",
                    help="build from the sources present; report the missing ones and the shortfall")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -194,18 +197,21 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", required=True,
                    help="export format: hf, vlmeval, lmms-eval, sharegpt, medsg, spinebench")
     p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
-    p.add_argument("--force", action="store_true", help="export even if validation fails (the card says so)")
+    p.add_argument("--force", action="store_true",
+                   help="export even if validation fails (the card says so)")
     p.set_defaults(func=_cmd_export)
 
     p = sub.add_parser("push", help="publish the HF export of a build to the Hugging Face Hub",
-                       description="Create the dataset repo REPO_ID if needed and upload the HF export "
-                                   "(data shards, assets, then README.md). The token comes from HF_TOKEN "
-                                   "or `hf auth login` and is never printed; HF_ENDPOINT selects the Hub.")
+                       description="Create the dataset repo REPO_ID if needed and upload the HF "
+                                   "export (data shards, assets, then README.md). The token comes "
+                                   "from HF_TOKEN or `hf auth login` and is never printed; "
+                                   "HF_ENDPOINT selects the Hub.")
     p.add_argument("dir", metavar="DIR", help="build directory, or its hf/ export folder")
     p.add_argument("repo_id", metavar="REPO_ID", help="NAMESPACE/NAME of the dataset repo")
     p.add_argument("--private", action="store_true", help="create the repo private")
     p.add_argument("--revision", help="branch to push to (created from main if missing)")
-    p.add_argument("--create-pr", action="store_true", help="open a pull request instead of committing")
+    p.add_argument("--create-pr", action="store_true",
+                   help="open a pull request instead of committing")
     p.add_argument("--max-commit-mb", type=float, default=2000,
                    help="split the upload into commits of at most this many MB (default 2000)")
     p.add_argument("--force", action="store_true", help="push even if the build failed validation")

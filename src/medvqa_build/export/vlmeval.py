@@ -1,47 +1,219 @@
-"""VLMEvalKit MCQ TSV (EndoBench's columns + ``l2-category``): base64 images, one option
-column per letter, ``l2-category`` = task so stock VLMEvalKit reports per task."""
+"""VLMEvalKit MCQ TSV: EndoBench's columns plus ``l2-category`` (= task, so stock VLMEvalKit
+reports per task), base64 images, parts of at most ``part_size_mb`` with an MD5 list.
+
+Written for VLMEvalKit's reader (``pd.read_csv(sep="\\t")`` with defaults, ``ImageBaseDataset``):
+
+* multi-image rows hold a Python list literal of base64 strings and a list of ``image_path``;
+* a repeated image is written once per part; later rows hold the index of that row
+  (an ``image`` cell of <= 64 characters is read as another row's index);
+* ``image_path`` is unique per row, so two different images never share a path (VLMEvalKit
+  keeps the first file written under a path);
+* option and text cells that pandas would read as NaN, numbers or booleans are quoted
+  (:mod:`.tsv_text`), so the prompt shows exactly the recipe's text;
+* an empty ``category`` (which crashes VLMEvalKit's accuracy report) is replaced by the task;
+* ``circular: true`` adds rotated copies with ``index = g_index + k * 1_000_000``.
+"""
 
 from __future__ import annotations
 
 import base64
 import csv
-import string
+import hashlib
+import io
+import logging
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import UsageError
+from ..records import Item
 from .base import EXPORTERS, ExportContext
+from .common import LETTERS, answer_letters, check_export_name, is_mcq, require_items, write_bytes
+from .tsv_text import encode_column
 
-LETTERS = string.ascii_uppercase
+log = logging.getLogger(__name__)
+CIRCULAR_STEP = 1_000_000
+REF_MAX_CHARS = 64  # VLMEvalKit: an image cell this short is another row's index
+TEXT_COLUMNS = ("question", "category", "l2-category", "task", "subtask", "scene", "dataset", "gt")
+
+
+@dataclass(frozen=True)
+class _Row:
+    index: int
+    item: Item
+    options: tuple[str, ...]
+    answer: str
+
+
+def _rotations(index: int, item: Item, circular: bool) -> list[_Row]:
+    rows = [_Row(index, item, item.options, item.answer)]
+    n = len(item.options)
+    if not circular:
+        return rows
+    for k in range(1, n):
+        options = tuple(item.options[(j + k) % n] for j in range(n))
+        letters = sorted(LETTERS[(LETTERS.index(a) - k) % n] for a in answer_letters(item.answer))
+        rows.append(_Row(index + k * CIRCULAR_STEP, item, options, ",".join(letters)))
+    return rows
+
+
+def _category(item: Item) -> str:
+    category = (item.category or "").strip() or (item.task or "").strip()
+    if not category:
+        raise UsageError(
+            f"item {item.item_id} has neither category nor task; VLMEvalKit's accuracy "
+            "report fails on an empty category",
+            fix="set category in the recipe task",
+        )
+    return category
+
+
+class _Images:
+    """Base64 of each image file, computed once."""
+
+    def __init__(self, resolve):
+        self.resolve = resolve
+        self._b64: dict[str, tuple[str, str]] = {}
+
+    def get(self, ref: str) -> tuple[str, str]:
+        """``(base64, content digest)``."""
+        if ref not in self._b64:
+            data = self.resolve(ref).read_bytes()
+            self._b64[ref] = (
+                base64.b64encode(data).decode("ascii"),
+                hashlib.sha256(data).hexdigest(),
+            )
+        return self._b64[ref]
+
+
+def _write_part(
+    rows: list[_Row], images: _Images, ctx: ExportContext, n_opt: int
+) -> tuple[bytes, int]:
+    name = ctx.name
+    first_row: dict[str, int] = {}  # content digest -> index of the row holding the base64
+    image_cells, path_cells = [], []
+    for row in rows:
+        refs = row.item.images
+        suffixes = [ctx.resolve(r).suffix.lower() or ".jpg" for r in refs]
+        encoded = [images.get(r) for r in refs]
+        if len(refs) == 1:
+            b64, digest = encoded[0]
+            if digest in first_row:
+                image_cells.append(str(first_row[digest]))
+            else:
+                first_row[digest] = row.index
+                image_cells.append(b64)
+            path_cells.append(f"{name}_{row.index}{suffixes[0]}")
+        else:
+            image_cells.append(repr([b for b, _ in encoded]))
+            path_cells.append(repr([f"{name}_{row.index}_{k}{s}" for k, s in enumerate(suffixes)]))
+    columns = {
+        letter: encode_column([r.options[k] if k < len(r.options) else None for r in rows])
+        for k, letter in enumerate(LETTERS[:n_opt])
+    }
+    text = {
+        "question": [r.item.question for r in rows],
+        "category": [_category(r.item) for r in rows],
+        "l2-category": [r.item.task for r in rows],
+        "task": [r.item.task for r in rows],
+        "subtask": [r.item.subtask for r in rows],
+        "scene": [r.item.scene or None for r in rows],
+        "dataset": [r.item.source for r in rows],
+        "gt": [r.item.gt for r in rows],
+    }
+    encoded_text = {k: encode_column(v) for k, v in text.items()}
+    rewritten = sum(
+        1
+        for k, v in text.items()
+        for a, b in zip(v, encoded_text[k], strict=True)
+        if (a or "") != b
+    )
+    rewritten += sum(
+        1
+        for k, letter in enumerate(LETTERS[:n_opt])
+        for r, cell in zip(rows, columns[letter], strict=True)
+        if k < len(r.options) and cell != r.options[k]
+    )
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(
+        [
+            "index",
+            "image",
+            "image_path",
+            "question",
+            *LETTERS[:n_opt],
+            "answer",
+            "category",
+            "l2-category",
+            "task",
+            "subtask",
+            "scene",
+            "dataset",
+            "gt",
+        ]
+    )
+    for j, row in enumerate(rows):
+        writer.writerow(
+            [
+                row.index,
+                image_cells[j],
+                path_cells[j],
+                encoded_text["question"][j],
+                *(columns[letter][j] for letter in LETTERS[:n_opt]),
+                row.answer,
+                *(encoded_text[c][j] for c in TEXT_COLUMNS[1:]),
+            ]
+        )
+    return buf.getvalue().encode("utf-8"), rewritten
+
+
+def _row_bytes(row: _Row, images: _Images) -> int:
+    return sum(len(images.get(r)[0]) for r in row.item.images) + 4 * len(row.item.question) + 1024
 
 
 @EXPORTERS.register("vlmeval")
 def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
-    """Write ``out/<name>.tsv``; returns counts. Questions and options never contain tabs/newlines."""
-    items, resolve, name = ctx.items, ctx.resolve, ctx.name
+    """Write ``<name>.tsv`` (or ``<name>_partK.tsv`` parts) and ``md5sums.txt`` under ``out``.
+
+    Options: ``circular`` (bool, default false), ``part_size_mb`` (default 1000).
+    Box-answer items are not MCQ and are left out (counted in the stats).
+    """
+    name = check_export_name(ctx.name)
+    items = require_items(ctx.items, "vlmeval", is_mcq, "multiple-choice")
+    circular = bool(ctx.options.get("circular", False))
+    limit = float(ctx.options.get("part_size_mb", 1000)) * 1e6
     n_opt = max((len(i.options) for i in items), default=4)
-    letters = list(LETTERS[:n_opt])
-    columns = ["index", "image", "image_path", "question", *letters, "answer", "category",
-               "l2-category", "task", "subtask", "scene", "dataset", "gt"]
+    if n_opt > len(LETTERS):
+        raise UsageError(f"an item has {n_opt} options; VLMEvalKit option columns are A..Z")
+    images = _Images(ctx.resolve)
+    parts: list[list[_Row]] = [[]]
+    size = 0
+    for index, item in enumerate(items):
+        group = _rotations(index, item, circular)
+        group_size = sum(_row_bytes(r, images) for r in group)
+        if parts[-1] and size + group_size > limit:
+            parts.append([])
+            size = 0
+        parts[-1].extend(group)
+        size += group_size
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.tsv"
-    tmp = path.with_name(f".{path.name}.tmp")
-
-    def clean(text: str | None) -> str:
-        return " ".join((text or "").split())
-
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-        writer.writerow(columns)
-        for index, item in enumerate(items):
-            encoded = [base64.b64encode(resolve(ref).read_bytes()).decode("ascii") for ref in item.images]
-            suffix = Path(item.images[0]).suffix or ".jpg"
-            if len(encoded) == 1:
-                image, image_path = encoded[0], f"{name}_{index}{suffix}"
-            else:
-                image = repr(encoded)
-                image_path = repr([f"{name}_{index}_{k}{suffix}" for k in range(len(encoded))])
-            options = [clean(item.options[k]) if k < len(item.options) else "" for k in range(n_opt)]
-            writer.writerow([index, image, image_path, clean(item.question), *options, item.answer,
-                             item.category, item.task, item.task, item.subtask, item.scene or "",
-                             item.source, clean(item.gt)])
-    tmp.replace(path)
-    return {"rows": len(items), "path": path.name}
+    md5, rewritten = {}, 0
+    for k, rows in enumerate(parts, start=1):
+        if circular:  # originals first, then each rotation, as VLMEvalKit's circular TSVs are
+            rows = sorted(rows, key=lambda r: (r.index // CIRCULAR_STEP, r.index))
+        data, n = _write_part(rows, images, ctx, n_opt)
+        rewritten += n
+        fname = f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
+        write_bytes(out / fname, data)
+        md5[fname] = hashlib.md5(data).hexdigest()
+    write_bytes(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
+    if rewritten:
+        log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
+    return {
+        "rows": sum(len(p) for p in parts),
+        "items": len(items),
+        "parts": list(md5),
+        "md5": md5,
+        "left_out_not_mcq": len(ctx.items) - len(items),
+        "quoted_cells": rewritten,
+    }

@@ -1,0 +1,78 @@
+"""lmms-eval tasks over the HF export: ``<name>_mcq.yaml`` and ``<name>_grounding.yaml`` (when
+the build has such items) plus ``utils.py`` (:mod:`.lmms_utils`). Copy the folder into
+``lmms_eval/tasks/`` or pass it with ``--include_path``.
+
+``dataset_path`` is the Hub repo id of the pushed HF export (option ``dataset_path``,
+default the export name); ``dataset_name`` is the ``all`` config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .base import EXPORTERS, ExportContext
+from .common import check_export_name, is_grounding, is_mcq, slug, write_text
+
+MCQ_POST = "\nAnswer with the option's letter from the given choices directly."
+BOX_POST = "\nAnswer with the bounding box of the target as [x1, y1, x2, y2] in pixels."
+
+
+def _yaml(task: str, dataset_path: str, split: str, kind: str) -> str:
+    if kind == "mcq":
+        docs, post, results, tokens = "mcq_docs", MCQ_POST, "mcq_process_results", 16
+        metrics = [("accuracy", True)]
+    else:
+        docs, post, results, tokens = "grounding_docs", BOX_POST, "grounding_process_results", 64
+        metrics = [("iou", True), ("acc_at_0.3", True), ("acc_at_0.5", True), ("acc_at_0.7", True)]
+    lines = [
+        f"task: {task}",
+        f"dataset_path: {dataset_path}",
+        "dataset_name: all",
+        f"test_split: {split}",
+        "output_type: generate_until",
+        f"process_docs: !function utils.{docs}",
+        "doc_to_visual: !function utils.doc_to_visual",
+        "doc_to_text: !function utils.doc_to_text",
+        "doc_to_target: answer" if kind == "mcq" else "doc_to_target: answer_bbox",
+        "generation_kwargs:",
+        f"  max_new_tokens: {tokens}",
+        "  temperature: 0",
+        "  do_sample: false",
+        f"process_results: !function utils.{results}",
+        "metric_list:",
+    ]
+    for metric, higher in metrics:
+        lines += [
+            f"  - metric: {metric}",
+            "    aggregation: mean",
+            f"    higher_is_better: {str(higher).lower()}",
+        ]
+    lines += [
+        "lmms_eval_specific_kwargs:",
+        "  default:",
+        '    pre_prompt: ""',
+        f"    post_prompt: {json.dumps(post)}",
+        "metadata:",
+        "  version: 0.0",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@EXPORTERS.register("lmms-eval")
+def export_lmms(ctx: ExportContext, out: Path) -> dict:
+    """Options: ``dataset_path`` (Hub repo id of the HF export), ``split`` (default ``test``)."""
+    name = check_export_name(ctx.name)
+    dataset_path = ctx.options.get("dataset_path", name)
+    split = ctx.options.get("split", "test")
+    written = []
+    for kind, keep in (("mcq", is_mcq), ("grounding", is_grounding)):
+        if any(keep(i) for i in ctx.items):
+            fname = f"{slug(name)}_{kind}.yaml"
+            write_text(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
+            written.append(fname)
+    write_text(
+        out / "utils.py", (Path(__file__).parent / "lmms_utils.py").read_text(encoding="utf-8")
+    )
+    return {"tasks": written}
