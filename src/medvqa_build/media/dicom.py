@@ -1,0 +1,231 @@
+"""DICOM files: sizes and allow-listed attributes from the header, and the 8-bit RGB a model sees.
+
+Radiology pixels are not display pixels: the stored values go through the Modality LUT
+(rescale slope/intercept), then the VOI LUT or window centre/width, and MONOCHROME1 is inverted
+(DICOM PS3.3 C.11.1-C.11.2, C.7.6.3.1.2). Converters read headers only
+(``stop_before_pixels``); only an allow-list of header keywords may reach a sample, so no
+patient name, ID, date or institution ever leaves the source folder.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .image import ImageProblem
+
+DICOM_EXTENSIONS = (".dcm", ".dicom")
+# Header keywords a manifest may allow-list; anything else (names, IDs, dates, institution,
+# free text) is refused, so a manifest typo cannot leak patient data.
+SAFE_KEYWORDS = frozenset(
+    {
+        "Modality",
+        "BodyPartExamined",
+        "PixelSpacing",
+        "ImagerPixelSpacing",
+        "SliceThickness",
+        "SpacingBetweenSlices",
+        "PhotometricInterpretation",
+        "ViewPosition",
+        "ImageOrientationPatient",
+        "SeriesDescription",
+        "Rows",
+        "Columns",
+        "NumberOfFrames",
+        "BitsStored",
+    }
+)
+
+
+class DicomProblem(ImageProblem):
+    """A per-file DICOM problem; its message is the quarantine reason."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A display window in rescaled units (HU for CT): values outside clip to black/white."""
+
+    center: float
+    width: float
+
+
+def is_dicom(path: str | os.PathLike) -> bool:
+    """By suffix, or by the ``DICM`` magic at byte 128 (PS3.10 7.1) for suffix-less files."""
+    path = Path(path)
+    if path.suffix.lower() in DICOM_EXTENSIONS:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(128)
+            return fh.read(4) == b"DICM"
+    except OSError:
+        return False
+
+
+def read_header(path: str | os.PathLike):
+    """The dataset without pixel data; :class:`DicomProblem` when it is not DICOM."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    path = Path(path)
+    if not path.is_file():
+        raise DicomProblem("file not found")
+    try:
+        return pydicom.dcmread(path, stop_before_pixels=True)
+    except (InvalidDicomError, OSError, ValueError, EOFError) as exc:
+        raise DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {exc})") from None
+
+
+def header_size(ds) -> tuple[int, int]:
+    """``(width, height)`` from Columns/Rows."""
+    width, height = int(ds.get("Columns", 0) or 0), int(ds.get("Rows", 0) or 0)
+    if width <= 0 or height <= 0:
+        raise DicomProblem(f"DICOM header gives no image size (Columns={width}, Rows={height})")
+    return width, height
+
+
+def check_dicom(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:
+    """``(width, height)`` from the header; ``mode="decode"`` also decodes the pixels."""
+    width, height = header_size(read_header(path))
+    if mode == "decode":
+        load_dicom_rgb(path)
+    return width, height
+
+
+def _text(value) -> str:
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue":
+        return "\\".join(_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value).strip()
+
+
+def allowed_attributes(ds, keywords: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """The allow-listed header values present in ``ds``, as strings keyed by keyword."""
+    bad = sorted(set(keywords) - SAFE_KEYWORDS)
+    if bad:
+        raise ValueError(
+            f"DICOM keyword(s) {bad} may carry patient data and cannot be allow-listed; "
+            f"allowed: {', '.join(sorted(SAFE_KEYWORDS))}"
+        )
+    out = {}
+    for key in keywords:
+        value = ds.get(key)
+        if value is not None and _text(value) != "":
+            out[f"dicom_{key}"] = _text(value)
+    return out
+
+
+def _pixels(ds, frame: int) -> np.ndarray:
+    try:
+        arr = ds.pixel_array
+    except (NotImplementedError, RuntimeError) as exc:
+        syntax = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
+        name = getattr(syntax, "name", syntax)
+        raise DicomProblem(
+            f"cannot decode {name} pixel data ({exc}); install the pydicom plugins "
+            "(pip install pylibjpeg pylibjpeg-libjpeg pylibjpeg-openjpeg)"
+        ) from None
+    except (ValueError, AttributeError) as exc:
+        raise DicomProblem(f"corrupt DICOM pixel data ({exc})") from None
+    frames = int(ds.get("NumberOfFrames", 1) or 1)
+    samples = int(ds.get("SamplesPerPixel", 1) or 1)
+    if frames > 1:
+        if not 0 <= frame < frames:
+            raise DicomProblem(f"frame {frame} out of range: the file has {frames} frames")
+        arr = arr[frame]
+    elif frame != 0:
+        raise DicomProblem(f"frame {frame} out of range: the file has 1 frame")
+    if samples == 1 and arr.ndim != 2:
+        raise DicomProblem(f"unexpected pixel array shape {arr.shape}")
+    return arr
+
+
+def _window_uint8(values: np.ndarray, window: Window) -> np.ndarray:
+    """Linear window (PS3.3 C.11.2.1.2.1) to 0..255."""
+    lo = window.center - 0.5 - (window.width - 1) / 2
+    span = max(window.width - 1, 1e-6)
+    out = (values.astype(np.float64) - lo) / span * 255.0
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def _minmax_uint8(values: np.ndarray) -> np.ndarray:
+    values = values.astype(np.float64)
+    lo, hi = float(values.min()), float(values.max())
+    if hi <= lo:
+        return np.zeros(values.shape, dtype=np.uint8)
+    return np.clip(np.rint((values - lo) / (hi - lo) * 255.0), 0, 255).astype(np.uint8)
+
+
+def grey_uint8(ds, frame: int = 0, window: Window | None = None) -> np.ndarray:
+    """One frame of a greyscale dataset as ``(H, W)`` uint8 for display.
+
+    Order: Modality LUT / rescale, then ``window`` if given (a recipe or manifest override),
+    else the header's VOI LUT or window centre/width, else the frame's min-max; MONOCHROME1 is
+    inverted last so bone stays white.
+    """
+    from pydicom.pixels import apply_modality_lut, apply_voi_lut
+
+    raw = _pixels(ds, frame)
+    values = apply_modality_lut(raw, ds)
+    if window is not None:
+        out = _window_uint8(values, window)
+    elif "VOILUTSequence" in ds:
+        # the first VOI LUT of the header; its output spans 2**bits (LUT Descriptor, C.11.2.1.1)
+        voi = apply_voi_lut(values, ds, index=0, prefer_lut=True)
+        bits = int(ds.VOILUTSequence[0].LUTDescriptor[2])
+        out = np.clip(np.rint(voi / (2**bits - 1) * 255.0), 0, 255).astype(np.uint8)
+    elif "WindowCenter" in ds and "WindowWidth" in ds:
+        out = _window_uint8(values, header_window(ds))
+    else:
+        out = _minmax_uint8(values)
+    if str(ds.get("PhotometricInterpretation", "")).upper() == "MONOCHROME1":
+        out = 255 - out
+    return out
+
+
+def header_window(ds) -> Window:
+    """The first window centre/width of the header (both may be multi-valued)."""
+    center, width = ds.WindowCenter, ds.WindowWidth
+    center = center[0] if type(center).__name__ == "MultiValue" else center
+    width = width[0] if type(width).__name__ == "MultiValue" else width
+    return Window(float(center), float(width))
+
+
+def dataset_rgb(ds, frame: int = 0, window: Window | None = None) -> np.ndarray:
+    """``(H, W, 3)`` uint8 RGB of one frame (colour data converted from YBR when needed)."""
+    samples = int(ds.get("SamplesPerPixel", 1) or 1)
+    if samples == 1:
+        grey = grey_uint8(ds, frame, window)
+        return np.repeat(grey[:, :, None], 3, axis=2)
+    # pydicom 3 returns YBR colour data already converted to RGB (pixel_array as_rgb=True)
+    arr = _pixels(ds, frame)
+    if arr.dtype != np.uint8:
+        arr = _minmax_uint8(arr)
+    return np.ascontiguousarray(arr[..., :3])
+
+
+def load_dicom_rgb(
+    path: str | os.PathLike, window: Window | tuple[float, float] | None = None, frame: int = 0
+) -> np.ndarray:
+    """Decode a DICOM file to the ``(H, W, 3)`` uint8 RGB a model sees.
+
+    ``window`` = ``(center, width)`` in rescaled units overrides the header's VOI.
+    """
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+
+    if window is not None and not isinstance(window, Window):
+        window = Window(float(window[0]), float(window[1]))
+    try:
+        ds = pydicom.dcmread(path)
+    except FileNotFoundError:
+        raise DicomProblem("file not found") from None
+    except (InvalidDicomError, OSError, ValueError, EOFError) as exc:
+        raise DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {exc})") from None
+    if "PixelData" not in ds and "FloatPixelData" not in ds:
+        raise DicomProblem("DICOM file has no pixel data")
+    return dataset_rgb(ds, frame, window)

@@ -1,0 +1,45 @@
+"""One decoder entry point for every 2-D image reference: DICOM through pydicom, the rest
+through cv2, so render, embed, validate and export cannot disagree about the pixels.
+
+The exporters copy file bytes; a DICOM file must never be copied (its header carries patient
+data), so :func:`export_image_bytes` re-encodes it as PNG from the decoded pixels only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .dicom import Window, check_dicom, is_dicom, load_dicom_rgb
+from .image import check_image, load_rgb
+
+
+def load_any_rgb(
+    path: str | os.PathLike, window: Window | tuple[float, float] | None = None
+) -> np.ndarray:
+    """``(H, W, 3)`` uint8 RGB of an image file or a DICOM file (``window`` is DICOM-only)."""
+    if is_dicom(path):
+        return load_dicom_rgb(path, window=window)
+    return load_rgb(path)
+
+
+def check_any_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:
+    """``(width, height)`` of an image or DICOM file, raising ``ImageProblem`` on a bad one."""
+    if is_dicom(path):
+        return check_dicom(path, mode)
+    return check_image(path, mode)
+
+
+def export_image_bytes(
+    path: str | os.PathLike, window: Window | tuple[float, float] | None = None
+) -> tuple[bytes, str]:
+    """``(bytes, suffix)`` to publish for an image: the file itself, or for DICOM a PNG of
+    the decoded pixels (no header survives)."""
+    from ..images import encode_image
+
+    path = Path(path)
+    if is_dicom(path):
+        return encode_image(load_dicom_rgb(path, window=window), "png"), ".png"
+    return path.read_bytes(), path.suffix.lower() or ".jpg"

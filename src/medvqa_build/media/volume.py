@@ -1,0 +1,192 @@
+"""NIfTI volumes as 2-D slices: one canonical orientation, CT windows, MRI percentile scaling.
+
+Every volume (image and label alike) is reoriented to the closest canonical RAS+ orientation
+(``nib.as_closest_canonical``) so that a slice index means the same plane whatever the
+scanner wrote, and every slice is turned into a 2-D array the same way:
+
+- ``axial``    (fixed z): rows anterior -> posterior, columns patient right -> left;
+- ``coronal``  (fixed y): rows superior -> inferior, columns patient right -> left;
+- ``sagittal`` (fixed x): rows superior -> inferior, columns anterior -> posterior.
+
+This is the radiological display convention (patient's right on the image's left).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+AXES = ("axial", "coronal", "sagittal")
+# axis name -> index of the RAS+ array dimension held fixed
+_FIXED_DIM = {"sagittal": 0, "coronal": 1, "axial": 2}
+
+# CT windows (level, width) in HU; values as commonly used in radiology teaching material
+# (e.g. Radiopaedia "Windowing (CT)"): abdomen soft tissue, lung, bone, brain, mediastinum.
+CT_WINDOWS: dict[str, tuple[float, float]] = {
+    "abdomen": (40.0, 400.0),
+    "soft_tissue": (50.0, 350.0),
+    "mediastinum": (50.0, 350.0),
+    "lung": (-600.0, 1500.0),
+    "bone": (400.0, 1800.0),
+    "brain": (40.0, 80.0),
+}
+MRI_PERCENTILES = (0.5, 99.5)
+
+
+class VolumeProblem(Exception):
+    """A per-file volume problem (unreadable, wrong shape, slice out of range): a quarantine
+    reason."""
+
+
+def _nib():
+    import nibabel as nib
+
+    return nib
+
+
+def load_canonical(path: str | os.PathLike):
+    """The NIfTI image reoriented to RAS+ (lazy: pixel data is read on first access)."""
+    nib = _nib()
+    try:
+        img = nib.load(str(path))
+        if len(img.shape) == 2:  # 2-D NIfTI (e.g. CAMUS ultrasound frames): one-slice volume
+            img = nib.Nifti1Image(np.asanyarray(img.dataobj)[..., None], img.affine)
+        return nib.as_closest_canonical(img)
+    except FileNotFoundError:
+        raise VolumeProblem(f"volume {Path(path).name} not found") from None
+    except Exception as exc:  # nibabel raises many types for a damaged file
+        raise VolumeProblem(f"cannot read volume {Path(path).name} ({exc.__class__.__name__}: "
+                            f"{exc})") from None
+
+
+def volume_shape_affine(path: str | os.PathLike) -> tuple[tuple[int, ...], np.ndarray]:
+    """Shape and affine after reorientation, from the header only."""
+    img = load_canonical(path)
+    return tuple(int(v) for v in img.shape), np.asarray(img.affine)
+
+
+def spacing_xyz(path: str | os.PathLike) -> tuple[float, float, float]:
+    """Voxel size in mm along the RAS+ axes (header zooms after reorientation)."""
+    zooms = load_canonical(path).header.get_zooms()
+    return tuple(float(z) for z in zooms[:3])  # type: ignore[return-value]
+
+
+def slice_spacing(spacing: tuple[float, float, float], axis: str) -> tuple[float, float]:
+    """``(row, column)`` pixel spacing in mm of a slice along ``axis``."""
+    sx, sy, sz = spacing
+    return {"axial": (sy, sx), "coronal": (sz, sx), "sagittal": (sz, sy)}[axis]
+
+
+def slice_shape_hw(shape_xyz: tuple[int, ...], axis: str) -> tuple[int, int]:
+    """Height and width of a slice along ``axis`` of a RAS+ volume of ``shape_xyz``."""
+    x, y, z = shape_xyz[:3]
+    return {"axial": (y, x), "coronal": (z, x), "sagittal": (z, y)}[axis]
+
+
+def n_slices(shape_xyz: tuple[int, ...], axis: str) -> int:
+    return int(shape_xyz[_FIXED_DIM[check_axis(axis)]])
+
+
+def check_axis(axis: str) -> str:
+    if axis not in AXES:
+        raise ValueError(f"unknown slice axis {axis!r}; use one of {list(AXES)}")
+    return axis
+
+
+def slice_2d(volume: np.ndarray, axis: str, index: int) -> np.ndarray:
+    """The ``index``-th slice of a RAS+ array (3-D, or 4-D with channels last) as ``(H, W)``
+    (or ``(H, W, C)``) in the display convention of this module."""
+    dim = _FIXED_DIM[check_axis(axis)]
+    if not 0 <= index < volume.shape[dim]:
+        raise VolumeProblem(f"{axis} slice {index} is outside 0..{volume.shape[dim] - 1}")
+    plane = np.take(volume, index, axis=dim)  # axial: (x, y); coronal: (x, z); sagittal: (y, z)
+    plane = np.swapaxes(plane, 0, 1)  # rows = 2nd remaining RAS axis, columns = 1st
+    # rows: anterior (axial) or superior first; columns: patient right (high x) or, in a
+    # sagittal slice, anterior (high y) first
+    return np.ascontiguousarray(plane[::-1, ::-1])
+
+
+@lru_cache(maxsize=4)
+def _volume_data(path: str, channel: int | None) -> np.ndarray:
+    img = load_canonical(path)
+    data = np.asanyarray(img.dataobj)
+    if data.ndim == 4:
+        data = data[..., 0 if channel is None else channel]
+    elif data.ndim != 3:
+        raise VolumeProblem(f"volume {Path(path).name} has {data.ndim} dimensions, expected 3 or 4")
+    return data
+
+
+def load_volume(path: str | os.PathLike, channel: int | None = None) -> np.ndarray:
+    """The RAS+ voxel array (one channel of a 4-D file); the last few are cached."""
+    return _volume_data(str(path), channel)
+
+
+def window_to_uint8(values: np.ndarray, window: str | tuple[float, float] | None,
+                    reference: np.ndarray | None = None) -> np.ndarray:
+    """Grey levels 0..255: a CT window by name or ``(level, width)``; ``None``/``"mri"``
+    scales between the 0.5th and 99.5th percentiles of ``reference`` (default: ``values``)."""
+    values = np.asarray(values, dtype=np.float32)
+    if window in (None, "mri", "percentile"):
+        ref = values if reference is None else np.asarray(reference, dtype=np.float32)
+        lo, hi = (float(v) for v in np.percentile(ref, MRI_PERCENTILES))
+    else:
+        if isinstance(window, str):
+            if window not in CT_WINDOWS:
+                raise ValueError(f"unknown window {window!r}; use one of {sorted(CT_WINDOWS)}, "
+                                 "'mri' or (level, width)")
+            window = CT_WINDOWS[window]
+        level, width = window
+        lo, hi = level - width / 2, level + width / 2
+    if hi <= lo:
+        return np.zeros(values.shape, dtype=np.uint8)
+    scaled = (np.clip(values, lo, hi) - lo) / (hi - lo) * 255.0
+    return np.round(scaled).astype(np.uint8)
+
+
+def load_slice_rgb(path: str | os.PathLike, axis: str, index: int,
+                   window: str | tuple[float, float] | None = None,
+                   channel: int | None = None) -> np.ndarray:
+    """One slice as RGB uint8 ``(H, W, 3)``; MRI scaling uses the whole volume's percentiles
+    so neighbouring slices of one volume share grey levels."""
+    plane = slice_2d(load_volume(path, channel), axis, index)
+    if window in (None, "mri", "percentile"):
+        window = _percentile_range(str(path), channel)
+    grey = window_to_uint8(plane, window)
+    return np.repeat(grey[..., None], 3, axis=2)
+
+
+def load_label_slice(path: str | os.PathLike, axis: str, index: int) -> np.ndarray:
+    """One slice of a label volume as integer values ``(H, W)``."""
+    return np.rint(slice_2d(load_volume(path), axis, index)).astype(np.int32)
+
+
+@lru_cache(maxsize=16)
+def _percentile_range(path: str, channel: int | None) -> tuple[float, float]:
+    """MRI scaling as a (level, width) window from the volume's percentiles."""
+    # every 2nd voxel per axis: the same percentiles within noise, 8x less work
+    sub = np.asarray(load_volume(path, channel)[::2, ::2, ::2], dtype=np.float32)
+    lo, hi = (float(v) for v in np.percentile(sub, MRI_PERCENTILES))
+    return (lo + hi) / 2, max(hi - lo, 1e-6)
+
+
+def plane_to_voxel(axis: str, row: int, col: int, index: int,
+                   shape_xyz: tuple[int, ...]) -> tuple[int, int, int]:
+    """RAS+ voxel ``(x, y, z)`` of pixel ``(row, col)`` of slice ``index`` along ``axis``
+    (the inverse of :func:`slice_2d`'s flips)."""
+    x_n, y_n, z_n = shape_xyz[:3]
+    if axis == "axial":
+        return x_n - 1 - col, y_n - 1 - row, index
+    if axis == "coronal":
+        return x_n - 1 - col, index, z_n - 1 - row
+    if axis == "sagittal":
+        return index, y_n - 1 - col, z_n - 1 - row
+    raise ValueError(f"unknown slice axis {axis!r}; use one of {list(AXES)}")
+
+
+def voxel_index(axis: str, voxel: tuple[int, int, int]) -> int:
+    """The slice index along ``axis`` that contains ``voxel``."""
+    return int(voxel[_FIXED_DIM[check_axis(axis)]])

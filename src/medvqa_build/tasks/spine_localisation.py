@@ -1,0 +1,54 @@
+"""``spine_localisation``: SpineBench's spinal lesion localisation (SLL), a multi-select over
+the five lumbar disc levels (L1/L2 .. L5/S1, shuffled); the answer is every correct letter,
+e.g. ``"A,C"``, and ``gt`` the correct levels comma-joined in option order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..layouts.spine_levels import LEVELS_ATTRIBUTE, LUMBAR_LEVELS
+from ..records import Item, Negatives, Sample
+from .base import LETTERS, TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+
+
+@TASKS.register("spine_localisation")
+class SpineLocalisation(TaskGenerator):
+    """Samples whose ``lesion_levels`` attribute names at least one lumbar level."""
+
+    name = "spine_localisation"
+    needs = f"a '{LEVELS_ATTRIBUTE}' attribute (comma-joined lumbar disc levels)"
+    # SpineBench's example question, plus paraphrases of the same intent
+    templates = (
+        "What is the site of the disease in the spine?",
+        "At which spinal levels is the lesion located?",
+        "Which intervertebral levels are affected in this image?",
+        "Where in the lumbar spine is the pathology found?",
+        "Identify the disc levels where the spinal disease is present.",
+    )
+    instruction = "More than one option may be correct; answer with every correct letter."
+
+    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
+        out = []
+        for s in samples:
+            levels = [lv for lv in s.attributes.get(LEVELS_ATTRIBUTE, "").split(",") if lv]
+            if levels and all(lv in LUMBAR_LEVELS for lv in levels):
+                out.append(Candidate(s, ",".join(levels)))
+        return out
+
+    def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
+        truths = set(cand.truth.split(","))
+        if len(truths) == len(LUMBAR_LEVELS) and not self.params.get("allow_all", False):
+            raise ItemProblem("every level is affected: the item has no distractor")
+        options = [LUMBAR_LEVELS[i] for i in ctx.rng.permutation(len(LUMBAR_LEVELS))]
+        picked = [i for i, lv in enumerate(options) if lv in truths]
+        k = int(ctx.rng.integers(len(self.templates)))
+        return ctx.base_item(
+            cand,
+            question=f"{self.templates[k]} {self.instruction}",
+            options=tuple(options),
+            answer=",".join(LETTERS[i] for i in picked),
+            gt=",".join(options[i] for i in picked),
+            negatives=Negatives(strategy="all_levels", candidates=tuple(
+                lv for lv in options if lv not in truths), pool_size=len(LUMBAR_LEVELS)),
+            template_id=f"{self.name}/{k}",
+        )

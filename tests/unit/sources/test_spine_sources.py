@@ -1,0 +1,135 @@
+"""Spine sources on tiny replicas: labels standardised to SpineBench's names, levels, points,
+boxes, groups, DICOM sizes and allow-listed header attributes, and per-file quarantine."""
+
+import pytest
+
+from medvqa_build.api import load_source
+from medvqa_build.errors import SourceError
+
+from ...fixtures.dicom_files import PHI
+from ...fixtures.sources import buu_lspine, csxa, rsna_lumbar, vindr_spinexr
+
+
+def _by_image(result):
+    return {s.image: s for s in result.samples}
+
+
+def test_rsna_lumbar_slices_levels_and_severity(tmp_path):
+    result = load_source("rsna-lumbar", rsna_lumbar.write(tmp_path))
+    assert result.counts() == {"found": 4, "converted": 4, "quarantined": 0}
+    s = _by_image(result)
+    sag = s["train_images/4003253/702807833/8.dcm"]
+    assert sag.labels == ("Spinal canal stenosis",) and sag.group_id == "4003253"
+    assert (sag.width, sag.height, sag.modality) == (64, 48, "mri")
+    assert sag.slice.axis == "sagittal" and sag.slice.index == 8
+    assert [(r.level, r.points) for r in sag.regions] == [
+        ("L4/L5", ((30.5, 22.0),)), ("L5/S1", ((31.0, 34.2),))]
+    assert sag.attributes["lesion_levels"] == "L4/L5,L5/S1"
+    assert sag.attributes["severity: Spinal Canal Stenosis L4/L5"] == "Severe"
+    assert sag.attributes["dicom_Modality"] == "MR" and "dicom_PixelSpacing" in sag.attributes
+    foramen = s["train_images/4003253/1054713880/4.dcm"]  # "Right Neural ..." merged
+    assert foramen.labels == ("Foraminal stenosis",)
+    axial = s["train_images/4003253/2448190387/3.dcm"]  # Normal/Mild only
+    assert axial.labels == ("Healthy",) and "lesion_levels" not in axial.attributes
+    assert axial.regions[0].label == "Subarticular stenosis"
+    text = repr([x.to_row() for x in result.samples])
+    assert not any(v in text for v in PHI.values())
+
+
+def test_rsna_lumbar_quarantine(tmp_path):
+    root = rsna_lumbar.write(tmp_path)
+    (root / "train_images/4646740/3201256954/9.dcm").unlink()
+    with (root / "train_label_coordinates.csv").open("a") as fh:
+        fh.write("4003253,702807833,8,Spinal Canal Stenosis,L4/L5,99,10\n")  # outside 64x48
+        fh.write("5550001,1,1,Spinal Canal Stenosis,L4/L5,1,1\n")  # study not in train.csv
+    result = load_source("rsna-lumbar", root)
+    reasons = {q.file: q.reason for q in result.quarantined}
+    assert result.counts() == {"found": 5, "converted": 2, "quarantined": 3}
+    assert reasons["train_images/4646740/3201256954/9.dcm"] == "file not found"
+    assert reasons["train_images/4003253/702807833/8.dcm"] == (
+        "point (99, 10) lies outside the 64x48 slice")
+    assert "no row in train.csv" in reasons["train_images/5550001/1/1.dcm"]
+
+
+def test_rsna_lumbar_missing_table_names_it(tmp_path):
+    root = rsna_lumbar.write(tmp_path)
+    (root / "train_series_descriptions.csv").unlink()
+    with pytest.raises(SourceError, match="train_series_descriptions.csv"):
+        load_source("rsna-lumbar", root)
+
+
+def test_vindr_labels_boxes_groups_splits(tmp_path):
+    result = load_source("vindr-spinexr", vindr_spinexr.write(tmp_path))
+    assert result.counts() == {"found": 4, "converted": 4, "quarantined": 0}
+    s = _by_image(result)
+    a = s["train_images/0a1b2c3d4e5f60718293a4b5c6d7e8f9.dicom"]
+    assert a.labels == ("Osteophytes", "Disc space narrowing") and a.split == "train"
+    assert [r.bbox for r in a.regions] == [(10.5, 12.0, 30.25, 28.0), (20.0, 30.0, 50.0, 40.0)]
+    assert a.group_id == vindr_spinexr.STUDY_A and a.modality == "x_ray"
+    spondy = s["train_images/1b2c3d4e5f60718293a4b5c6d7e8f90a.dicom"]  # misspelt + RLE + MONO1
+    assert spondy.labels == ("Spondylolisthesis",)
+    assert spondy.attributes["source_label"] == "Spondylolysthesis"
+    assert spondy.attributes["dicom_PhotometricInterpretation"] == "MONOCHROME1"
+    normal = s["train_images/2c3d4e5f60718293a4b5c6d7e8f90a1b.dicom"]
+    assert normal.labels == ("Healthy",) and normal.regions == ()
+    assert s["test_images/3d4e5f60718293a4b5c6d7e8f90a1b2c.dicom"].split == "test"
+
+
+def test_vindr_quarantine(tmp_path):
+    root = vindr_spinexr.write(tmp_path)
+    with (root / "annotations" / "train.csv").open("a") as fh:
+        fh.write("ffff,s,s,rad1,Osteophytes,1,1,5,5\n")  # no file
+        fh.write("eeee,s,s,rad1,Osteophytes,1,1,5,5\n")
+    (root / "train_images" / "eeee.dicom").write_bytes(b"\0" * 200)  # not DICOM
+    result = load_source("vindr-spinexr", root)
+    reasons = {q.file: q.reason for q in result.quarantined}
+    assert reasons["train_images/ffff.dicom"] == (
+        "listed in annotations/train.csv but no such file under 'train_images'")
+    assert reasons["train_images/eeee.dicom"].startswith("not a readable DICOM file")
+
+
+def test_csxa_curvature_and_keypoints(tmp_path):
+    result = load_source("csxa", csxa.write(tmp_path))
+    assert result.counts() == {"found": 4, "converted": 4, "quarantined": 0}
+    labels = {s.attributes["source_label"]: s.labels[0] for s in result.samples}
+    assert labels == {"Lordosis": "Cervical lordosis", "Straight": "Straight cervical vertebrae",
+                      "Kyphosis": "Cervical kyphosis", "Sigmoid": "Sigmoid cervical vertebrae"}
+    first = result.samples[0]
+    assert [r.label for r in first.regions] == list(csxa.KEYPOINTS)
+    assert first.regions[0].points == ((10.0, 20.0),)
+
+
+def test_csxa_quarantine(tmp_path):
+    root = csxa.write(tmp_path)
+    (root / "annotations" / "0002.json").unlink()
+    (root / "annotations" / "0003.json").write_text('{"curvature": "Banana", "shapes": []}')
+    result = load_source("csxa", root)
+    reasons = {q.file: q.reason for q in result.quarantined}
+    assert reasons == {
+        "images/0002.png": "annotation annotations/0002.json is missing",
+        "images/0003.png": "label 'Banana' is not in the manifest's label_map",
+    }
+
+
+def test_buu_lspine_levels_views_groups(tmp_path):
+    result = load_source("buu-lspine", buu_lspine.write(tmp_path))
+    assert result.counts() == {"found": 3, "converted": 3, "quarantined": 0}
+    s = _by_image(result)
+    ap, la = s["AP/0001-F-037Y0.jpg"], s["LA/0001-F-037Y1.jpg"]
+    assert ap.labels == ("No spondylolisthesis",) and len(ap.regions) == 10
+    assert la.labels == ("Spondylolisthesis",) and len(la.regions) == 11
+    assert la.attributes == {"source_label": "spondylolisthesis", "lesion_levels": "L4/L5",
+                             "view": "LA"}
+    assert ap.group_id == la.group_id == "0001"
+    assert s["LA/0003-M-061Y1.jpg"].attributes["lesion_levels"] == "L5/S1"
+    assert la.regions[7].label == "L4-bottom" and la.regions[7].points[0] == (17.0, 78.0)
+
+
+def test_buu_lspine_wrong_row_count(tmp_path):
+    root = buu_lspine.write(tmp_path)
+    csv = root / "AP" / "0001-F-037Y0.csv"
+    csv.write_text("\n".join(csv.read_text().splitlines()[:9]) + "\n")
+    result = load_source("buu-lspine", root)
+    assert [q.reason for q in result.quarantined] == [
+        "AP/0001-F-037Y0.csv has 9 rows, expected 10 (L1-top, L1-bottom, L2-top, L2-bottom, "
+        "L3-top, L3-bottom, L4-top, L4-bottom, L5-top, L5-bottom)"]
