@@ -1,6 +1,7 @@
 """``image_mask_pairs``: an image folder and a mask folder paired by file stem (Kvasir-SEG,
-CVC-ClinicDB/ColonDB/300, ETIS-Larib, the PraNet test bundle, PolypGen), with an optional
-box JSON keyed by stem.
+CVC-ClinicDB/ColonDB/300, ETIS-Larib, the PraNet test bundle, PolypGen, SUN-SEG), with an
+optional box JSON keyed by stem and an optional per-image label table (SUN-SEG
+``classification.txt``) that names each image's region label.
 
 The same dataset often circulates in several folder shapes (the owner's release and the
 PraNet ``TestDataset/<name>/{images,masks}`` bundle), so ``folders`` lists the accepted
@@ -22,6 +23,7 @@ from ..media.image import ImageProblem, check_image
 from ..quarantine import QuarantineEntry
 from ..records import MaskRef, Region, Sample
 from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .image_label_table import ImageLabelTableOptions, label_for, read_image_labels
 from .json_boxes import BoxJsonOptions, read_box_json, regions_from_entry
 from .masks import regions_from_mask
 
@@ -41,6 +43,8 @@ class PairFolders(BaseModel):
     # only files whose path below images_dir matches are images (masks may share the tree)
     image_path_regex: str | None = None
     boxes: BoxJsonOptions | None = None
+    # per-image raw labels (replaces region_label for the images it lists)
+    labels: ImageLabelTableOptions | None = None
 
 
 class ImageMaskPairsOptions(LayoutOptions):
@@ -51,10 +55,13 @@ class ImageMaskPairsOptions(LayoutOptions):
     min_area_px: int = 16
     mask_required: bool = True  # a missing mask quarantines the image
     image_label: Literal["if_regions", "always", "never"] = "if_regions"
-    group_by: Literal["image", "folder", "ranges"] = "image"
+    group_by: Literal["image", "folder", "ranges", "regex"] = "image"
     # group name -> [first, last] numeric stems (inclusive), for releases that number frames
     # sequence after sequence; only with group_by: ranges
     group_ranges: dict[str, tuple[int, int]] = {}
+    # searched in the image path below the root; group 1 is the group id; only with group_by: regex
+    group_regex: str | None = None
+    split: str | None = None  # official split of every sample of the part
     attributes: dict[str, str] = {}  # constant attributes of every sample of the part
 
 
@@ -65,6 +72,10 @@ class ImageMaskPairs:
 
     def __init__(self, options: ImageMaskPairsOptions):
         self.o = options
+        if (options.group_by == "regex") != (options.group_regex is not None):
+            raise SourceError("group_regex is needed with, and only with, group_by: regex",
+                              where=f"group_by={options.group_by!r}")
+        self._group_re = re.compile(options.group_regex) if options.group_regex else None
 
     def _folders(self, ctx: ScanContext) -> PairFolders:
         for folders in self.o.folders:
@@ -80,11 +91,12 @@ class ImageMaskPairs:
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
         folders = self._folders(ctx)
         boxes = read_box_json(ctx, folders.boxes) if folders.boxes is not None else None
+        labels = read_image_labels(ctx, folders.labels) if folders.labels is not None else None
         base = ctx.root / folders.images_dir
         wanted = re.compile(folders.image_path_regex or "")
         for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
             if wanted.search(path.relative_to(base).as_posix()):
-                yield self._sample(ctx, folders, base, path, boxes)
+                yield self._sample(ctx, folders, base, path, boxes, labels)
 
     def _group(self, key: str, path: Path, root: Path) -> str:
         if self.o.group_by == "folder":  # the image's folder below the root (a sequence)
@@ -96,10 +108,15 @@ class ImageMaskPairs:
                     return name
             raise ImageProblem(
                 f"image number {path.stem!r} is in none of the manifest's group_ranges")
+        if self._group_re is not None:
+            match = self._group_re.search(path.relative_to(root).as_posix())
+            if match is None:
+                raise ImageProblem(f"no group id in the path (group_regex {self.o.group_regex!r})")
+            return match.group(1)
         return key
 
     def _sample(self, ctx: ScanContext, folders: PairFolders, base: Path, path: Path,
-                boxes: dict | None) -> Sample | QuarantineEntry:
+                boxes: dict | None, labels: dict[str, str] | None) -> Sample | QuarantineEntry:
         o = self.o
         rel = ctx.rel(path)
         sub = path.parent.relative_to(base).as_posix()
@@ -111,9 +128,12 @@ class ImageMaskPairs:
         mask_file = next((c for c in candidates if c.is_file()), candidates[0])
         key = path.relative_to(ctx.root).with_suffix("").as_posix()
         attributes = dict(o.attributes)
+        raw_label = o.region_label
         try:
             width, height = check_image(path, ctx.verify)
-            label = ctx.canonical(o.region_label)
+            if labels is not None and folders.labels is not None:
+                raw_label = label_for(labels, folders.labels, path.relative_to(base))
+            label = ctx.canonical(raw_label)
             regions: tuple[Region, ...] = ()
             if mask_file.is_file():
                 regions = self._mask_regions(ctx, mask_file, label, width, height)
@@ -132,7 +152,7 @@ class ImageMaskPairs:
             return ctx.quarantine(rel, str(exc))
         show = o.image_label == "always" or (o.image_label == "if_regions" and regions)
         if show:
-            attributes["source_label"] = o.region_label
+            attributes["source_label"] = raw_label
         return Sample(
             sample_id=ctx.sample_id(key),
             source=ctx.source,
@@ -145,6 +165,7 @@ class ImageMaskPairs:
             attributes=attributes,
             regions=regions,
             group_id=group_id,
+            split=o.split,
         )
 
     def _mask_regions(self, ctx: ScanContext, mask_file: Path, label: str, width: int,
