@@ -126,9 +126,19 @@ def generate_items(
         bar = tqdm(
             total=spec.quota, desc=f"generate {spec.name}", disable=not progress, leave=False
         )
+        visual = getattr(sampler, "needs_embeddings", False)
         for cand in _round_robin(gen.candidates(pool_samples), rng):
             if made >= spec.quota:
                 break
+            if visual and cand.sample.sample_id not in embeddings:
+                result.dropped.append(
+                    {
+                        "task": spec.name,
+                        "sample_id": cand.sample.sample_id,
+                        "reason": "image could not be embedded for visual negatives",
+                    }
+                )
+                continue
             try:
                 item = gen.make_item(cand, ctx, made)
                 if spec.split != "test":

@@ -12,8 +12,40 @@ import numpy as np
 SOURCE_SCHEME = "source://"
 
 
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".mpg", ".mpeg", ".webm")
+VOLUME_SUFFIXES = (".nii", ".nii.gz", ".mha", ".mhd", ".nrrd")
+PLAIN_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
 def source_ref(source: str, relpath: str) -> str:
     return f"{SOURCE_SCHEME}{source}/{relpath}"
+
+
+def sample_ref(sample) -> str:
+    """The reference of a sample's 2-D image: a frame of a video or a slice of a volume carries
+    a fragment (``#frame=25``, ``#slice=axial:40``) naming which one."""
+    ref = source_ref(sample.source, sample.image)
+    name = sample.image.lower()
+    if sample.slice is not None:
+        return f"{ref}#slice={sample.slice.axis}:{sample.slice.index}"
+    if sample.frame is not None and (name.endswith(VIDEO_SUFFIXES) or name.endswith((".dcm", ".dicom"))):
+        return f"{ref}#frame={sample.frame}"
+    return ref
+
+
+def split_fragment(ref: str) -> tuple[str, dict[str, str]]:
+    """``("source://s/v.mp4", {"frame": "25"})`` from ``"source://s/v.mp4#frame=25"``."""
+    base, _, fragment = ref.partition("#")
+    parts = dict(p.split("=", 1) for p in fragment.split("&") if "=" in p)
+    return base, parts
+
+
+def is_plain_image(ref: str) -> bool:
+    """Whether exporters may publish the referenced file's bytes as they are: a whole JPEG or
+    PNG. Frames, slices, DICOM (its header carries patient data) and other formats are
+    decoded and re-encoded by the render stage first."""
+    base, fragment = split_fragment(ref)
+    return not fragment and base.lower().endswith(PLAIN_SUFFIXES)
 
 
 RENDER_SCHEME = "render://"
@@ -37,7 +69,9 @@ def resolve_image(
     generated_dir: Path | None = None,
 ) -> Path:
     """The file an image reference points to: a source file, one a task synthesised in the
-    generate stage, or one the render stage wrote."""
+    generate stage, or one the render stage wrote (a ``#frame``/``#slice`` fragment is dropped:
+    see :func:`split_fragment`)."""
+    ref = ref.partition("#")[0]
     if ref.startswith(GENERATED_SCHEME) and generated_dir is not None:
         return generated_dir / ref[len(GENERATED_SCHEME) :]
     if ref.startswith(SOURCE_SCHEME):

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .convert import scan_source, write_convert_result
+from .embed_stage import embed_stage
 from .errors import RecipeError, SourceError, ValidationFailed
 from .export import EXPORTERS, ExportContext
 from .generate import generate_items
@@ -217,7 +216,7 @@ def build(
 
     # -- embed (only when a task uses visual negatives) -------------------------------------
     convert_fps = [s.fingerprint for s in stages]
-    embeddings = _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress)
+    embeddings = embed_stage(recipe, out, samples, roots, convert_fps, stages, progress)
 
     # -- generate --------------------------------------------------------------------------
     gen_inputs = {
@@ -370,33 +369,6 @@ def _scan_in_parallel(recipe, roots, inputs_by_id, out, workers: int) -> dict:
     jobs = [(s.id, roots[s.id], s.verify) for s in pending]
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
         return {job[0]: result for job, result in zip(jobs, pool.map(_scan_one, jobs), strict=True)}
-
-
-def _embed_stage(recipe, out, samples, roots, convert_fps, stages, progress):
-    """Embed every still-image sample once (cached by content) when a visual strategy is used."""
-    from .negatives import SAMPLERS, embed_with_cache, make_embedder
-
-    if not any(
-        getattr(SAMPLERS.get(t.negatives.strategy), "needs_embeddings", False) for t in recipe.tasks
-    ):
-        return None
-    embeddable = [s for s in samples if s.frame is None and s.slice is None]
-
-    def do_embed(d: Path) -> dict:
-        embedder = make_embedder(recipe.embedder)
-        paths = [roots[s.source] / s.image for s in embeddable]
-        vectors = embed_with_cache(embedder, paths, recipe.embedding_cache, progress=progress)
-        np.save(d / "embeddings.npy", vectors.astype(np.float32))
-        (d / "sample_ids.json").write_text(json.dumps([s.sample_id for s in embeddable]) + "\n")
-        return {"embedded": len(embeddable), "embedder": embedder.id, "dim": int(vectors.shape[1])}
-
-    st = run_stage(
-        out, "embed", "samples", {"convert": convert_fps, "embedder": recipe.embedder}, do_embed
-    )
-    stages.append(st)
-    ids = json.loads((st.path / "sample_ids.json").read_text())
-    vectors = np.load(st.path / "embeddings.npy")
-    return dict(zip(ids, vectors, strict=True))
 
 
 def open_build(build_dir: str | os.PathLike):

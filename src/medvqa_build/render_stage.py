@@ -10,8 +10,18 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .images import encode_image, render_ref, resolve_image, write_bytes_atomic
-from .media.image import ImageProblem, load_rgb
+from .images import (
+    encode_image,
+    is_plain_image,
+    render_ref,
+    resolve_image,
+    split_fragment,
+    write_bytes_atomic,
+)
+from .media.image import ImageProblem
+from .media.load import load_ref_rgb
+from .media.video import VideoProblem
+from .media.volume import VolumeProblem
 from .recipe import RenderSpec
 from .records import Item, Region
 from .render import Mark, RenderResult, Style, coord_text, fit_max_side, render
@@ -50,11 +60,13 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
     """
     spec = job.spec
     planned = [s for s in item.prompt_geometry if s.image_index == 0]
-    if item.prompt_level == "image" and spec.max_side is None:
+    plain = all(is_plain_image(ref) for ref in item.images)
+    if item.prompt_level == "image" and spec.max_side is None and plain:
         return Rendered(item, None)
     root = job.roots.get(item.source)
     try:
-        clean = load_rgb(resolve_image(item.images[0], job.roots, generated_dir=job.generated_dir))
+        clean = _load(item.images[0], job)
+        extra = _materialise_others(item, job)
         rs = fit_max_side(clean.shape[0], clean.shape[1], spec.max_side)
         clean = rs.image(clean)
         marks = [
@@ -66,7 +78,7 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
             result = render(
                 item.prompt_level, clean, marks, Style(thickness_px=spec.thickness_px), root=root
             )
-    except (ValueError, ImageProblem) as exc:
+    except (ValueError, ImageProblem, VideoProblem, VolumeProblem) as exc:
         reason = {
             "item_id": item.item_id,
             "sample_ids": list(item.sample_ids),
@@ -82,15 +94,36 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
         h, w = result.image.shape[:2]
         box_text = coord_text(result.shapes[0].bbox, item.coord_format or "abs", w, h)
         changes["question"] = item.question.replace("{box}", box_text)
-    if item.prompt_level in ("image", "coord") and rs.is_identity:
-        return Rendered(item.replace(**changes), None, problems)  # the model sees the source file
+    if (
+        item.prompt_level in ("image", "coord")
+        and rs.is_identity
+        and is_plain_image(item.images[0])
+    ):
+        # nothing drawn on a plain JPEG/PNG: the model sees the source file itself
+        return Rendered(item.replace(images=item.images[:1] + extra, **changes), None, problems)
     rel = f"images/{item.item_id}_0{'.jpg' if spec.format == 'jpeg' else '.png'}"
-    write_bytes_atomic(
-        job.out / rel, encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
-    )
-    return Rendered(
-        item.replace(images=(render_ref(rel),) + item.images[1:], **changes), None, problems
-    )
+    data = encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
+    write_bytes_atomic(job.out / rel, data)
+    return Rendered(item.replace(images=(render_ref(rel),) + extra, **changes), None, problems)
+
+
+def _load(ref: str, job: RenderJob):
+    base, fragment = split_fragment(ref)
+    return load_ref_rgb(resolve_image(base, job.roots, generated_dir=job.generated_dir), fragment)
+
+
+def _materialise_others(item: Item, job: RenderJob) -> tuple[str, ...]:
+    """Images 1.. of a multi-image item: a frame, slice, DICOM or other non-plain image is
+    decoded and written as lossless PNG, so exporters only ever copy plain JPEG/PNG files."""
+    out = []
+    for k, ref in enumerate(item.images[1:], start=1):
+        if is_plain_image(ref):
+            out.append(ref)
+            continue
+        rel = f"images/{item.item_id}_{k}.png"
+        write_bytes_atomic(job.out / rel, encode_image(_load(ref, job), "png"))
+        out.append(render_ref(rel))
+    return tuple(out)
 
 
 def _render_chunk(args: tuple[list[Item], RenderJob]) -> list[Rendered]:

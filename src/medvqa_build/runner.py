@@ -26,7 +26,7 @@ MARKER = "_SUCCESS.json"
 STAGE_VERSIONS = {
     "materialize": 1,
     "convert": 1,
-    "embed": 1,
+    "embed": 2,
     "generate": 1,
     "render": 1,
     "validate": 1,

@@ -147,9 +147,8 @@ def test_report_has_difficulty_per_strategy(builds):
     hard = diff["Lesion Type Identification [visual_class]"]
     assert pool["scored"] == 20 and hard["scored"] == 12
     assert 0 <= hard["ncc_accuracy"] <= 1 and hard["chance"] == 0.25
-    assert (
-        diff["Macro Phases Identification [label_pool]"]["ncc_accuracy"] is None
-    )  # frames not embedded
+    phases = diff["Macro Phases Identification [label_pool]"]  # video frames are embedded too
+    assert phases["scored"] == 8 and 0 <= phases["ncc_accuracy"] <= 1
 
 
 def test_workers_give_identical_exports(builds, tmp_path, request):

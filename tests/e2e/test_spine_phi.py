@@ -2,6 +2,7 @@
 convert and a whole spine build; every file written and everything logged or printed is
 grepped for those values."""
 
+import json
 import logging
 from pathlib import Path
 
@@ -9,7 +10,6 @@ import pytest
 import yaml
 
 from medvqa_build.cli import main
-from medvqa_build.media.image import ImageProblem
 
 from ..fixtures.dicom_files import PHI
 from ..fixtures.sources import buu_lspine, csxa, rsna_lumbar, vindr_spinexr
@@ -18,8 +18,13 @@ NEEDLES = [v.encode() for v in PHI.values()] + [PHI["PatientName"].split("^")[0]
 
 
 def _leaks(folder: Path, text: str) -> list[str]:
-    found = [f"{p}: {n!r}" for p in sorted(folder.rglob("*")) if p.is_file()
-             for n in NEEDLES if n in p.read_bytes()]
+    found = [
+        f"{p}: {n!r}"
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+        for n in NEEDLES
+        if n in p.read_bytes()
+    ]
     return found + [f"log/stdout: {n!r}" for n in NEEDLES if n.decode() in text]
 
 
@@ -45,26 +50,7 @@ def test_convert_outputs_carry_no_phi(source_id, roots, tmp_path, capsys, caplog
     assert not _leaks(tmp_path, captured.out + captured.err + caplog.text)
 
 
-def _dicom_wired(root: Path) -> bool:
-    """Whether validate and export decode DICOM (the pipeline's check_image reads headers)."""
-    from medvqa_build.validate import checks
-
-    dcm = next(root.rglob("*.dcm"))
-    try:
-        checks.check_image(dcm)
-    except ImageProblem:
-        return False
-    return True
-
-
 def test_spine_build_exports_carry_no_phi(roots, tmp_path, capsys, caplog):
-    if not _dicom_wired(roots["rsna-lumbar"]):
-        pytest.skip(
-            "pipeline not wired for DICOM yet: validate/checks.py check_image, "
-            "negatives/embedder.py load_image_rgb, pipeline.render_items load_rgb and the "
-            "exporters' file copies (export/common.py ImageCopier, hf.py, vlmeval.py) must go "
-            "through medvqa_build.media.load (check_any_image, load_any_rgb, export_image_bytes)"
-        )
     caplog.set_level(logging.DEBUG)
     recipe = yaml.safe_load((Path(__file__).parents[2] / "recipes/spinebench.yaml").read_text())
     recipe["embedder"] = "offline"
@@ -79,4 +65,10 @@ def test_spine_build_exports_carry_no_phi(roots, tmp_path, capsys, caplog):
     assert main(["run", str(path), "-o", str(out), "-q"]) == 0
     captured = capsys.readouterr()
     assert (out / "hf").is_dir() and (out / "vlmeval").is_dir()
+    report = json.loads((out / "report.json").read_text())
+    assert report["items"] > 0 and report["validation"]["problems"] == 0
+    assert (
+        report["items_per_task"]["Disease Diagnosis"] == 6
+        and report["items_per_task"]["Lesion Localization"] > 0
+    )
     assert not _leaks(out, captured.out + captured.err + caplog.text)

@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..media.image import read_image_size
 from ..records import Item
 from ..schema import atomic_path
+from ..media.load import check_any_image, export_image_bytes
 
 LETTERS = string.ascii_uppercase
 # VLMEvalKit switches to circular evaluation for dataset names containing these (smp/misc.py).
@@ -85,10 +86,9 @@ class ImageCopier:
 
     def __call__(self, ref: str, folder: str | None = None) -> str:
         """The path (relative to ``out``) of the copy of ``ref``."""
-        src = self.resolve(ref)
-        data = src.read_bytes()
+        data, suffix = export_image_bytes(self.resolve(ref))
         digest = hashlib.sha256(data).hexdigest()[:20]
-        rel = f"{folder or self.folder}/{digest}{src.suffix.lower() or '.jpg'}"
+        rel = f"{folder or self.folder}/{digest}{suffix}"
         if rel not in self._names.values():
             write_bytes(self.out / rel, data)
         self._names[ref] = rel
@@ -97,7 +97,7 @@ class ImageCopier:
     def size(self, ref: str) -> tuple[int, int]:
         """``(width, height)`` of an image, from its header."""
         if ref not in self._sizes:
-            self._sizes[ref] = read_image_size(self.resolve(ref))
+            self._sizes[ref] = check_any_image(self.resolve(ref))
         return self._sizes[ref]
 
 

@@ -29,6 +29,8 @@ from ..records import Item
 from .base import EXPORTERS, ExportContext
 from .common import LETTERS, answer_letters, check_export_name, is_mcq, require_items, write_bytes
 from .tsv_text import encode_column
+from ..media.dicom import is_dicom
+from ..media.load import export_image_bytes
 
 log = logging.getLogger(__name__)
 CIRCULAR_STEP = 1_000_000
@@ -67,6 +69,10 @@ def _category(item: Item) -> str:
     return category
 
 
+def export_suffix(path: Path) -> str:
+    return ".png" if is_dicom(path) else (path.suffix.lower() or ".jpg")
+
+
 class _Images:
     """Base64 of each image file, computed once."""
 
@@ -77,7 +83,7 @@ class _Images:
     def get(self, ref: str) -> tuple[str, str]:
         """``(base64, content digest)``."""
         if ref not in self._b64:
-            data = self.resolve(ref).read_bytes()
+            data = export_image_bytes(self.resolve(ref))[0]  # DICOM: pixels only, never its header
             self._b64[ref] = (
                 base64.b64encode(data).decode("ascii"),
                 hashlib.sha256(data).hexdigest(),
@@ -93,7 +99,7 @@ def _write_part(
     image_cells, path_cells = [], []
     for row in rows:
         refs = row.item.images
-        suffixes = [ctx.resolve(r).suffix.lower() or ".jpg" for r in refs]
+        suffixes = [export_suffix(ctx.resolve(r)) for r in refs]
         encoded = [images.get(r) for r in refs]
         if len(refs) == 1:
             b64, digest = encoded[0]

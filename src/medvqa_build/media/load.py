@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .dicom import Window, check_dicom, is_dicom, load_dicom_rgb
-from .image import check_image, load_rgb
+from .image import ImageProblem, check_image, load_rgb
 
 
 def load_any_rgb(
@@ -23,6 +23,31 @@ def load_any_rgb(
     if is_dicom(path):
         return load_dicom_rgb(path, window=window)
     return load_rgb(path)
+
+
+def load_ref_rgb(
+    path: str | os.PathLike,
+    fragment: dict[str, str] | None = None,
+    window: Window | tuple[float, float] | None = None,
+) -> np.ndarray:
+    """RGB of one 2-D image: a file, a video frame (``frame``), a volume slice
+    (``slice=axis:index``) or a DICOM (frame of a multi-frame file)."""
+    fragment = fragment or {}
+    name = str(path).lower()
+    if "slice" in fragment:
+        from .volume import load_slice_rgb
+
+        axis, _, index = fragment["slice"].partition(":")
+        return load_slice_rgb(path, axis, int(index))
+    if "frame" in fragment and not is_dicom(path):
+        from .video import read_frame
+
+        return read_frame(path, int(fragment["frame"]))
+    if "frame" in fragment:
+        return load_dicom_rgb(path, window=window, frame=int(fragment["frame"]))
+    if name.endswith((".nii", ".nii.gz")):
+        raise ImageProblem(f"{path}: a volume needs a slice (#slice=axis:index)")
+    return load_any_rgb(path, window=window)
 
 
 def check_any_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:

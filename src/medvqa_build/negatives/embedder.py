@@ -35,7 +35,15 @@ EMBEDDERS: Registry[Callable[..., Embedder]] = Registry("embedder")
 
 
 def load_image_rgb(path: str | os.PathLike) -> Image.Image:
-    """Decode any Pillow-readable file to an RGB image (greyscale and 16-bit are rescaled)."""
+    """Decode any Pillow-readable file to an RGB image (greyscale and 16-bit are rescaled);
+    DICOM goes through pydicom (rescale, VOI/window, MONOCHROME1), as everywhere else."""
+    from ..media.dicom import is_dicom, load_dicom_rgb
+
+    if is_dicom(path):
+        try:
+            return Image.fromarray(load_dicom_rgb(path))
+        except (OSError, ValueError) as exc:
+            raise EmbedderError(f"cannot decode DICOM: {exc}", where=str(path)) from None
     try:
         with Image.open(path) as img:
             img.load()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..images import source_ref
+from ..images import sample_ref
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import DrawnShape, Item, Region, Sample
@@ -92,7 +92,7 @@ class GenContext:
             scene=cand.sample.scene,
             source=source,
             sample_ids=tuple(s.sample_id for s in cand.all_samples),
-            images=tuple(source_ref(s.source, s.image) for s in cand.all_samples),
+            images=tuple(sample_ref(s) for s in cand.all_samples),
             prompt_level=spec.prompt_level,
             coord_format=spec.coord_format if spec.prompt_level == "coord" else None,
             split="test",

@@ -1,0 +1,85 @@
+"""The embed stage: one vector per sample, when a task uses visual negatives.
+
+Whole image files (JPEG, PNG, DICOM, ...) are embedded from their path; a video frame or a
+volume slice is decoded once into a PNG inside the stage folder and embedded from there.
+Vectors come from the shared cache when the same content was embedded before, by any build.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .images import encode_image, resolve_image, sample_ref, split_fragment
+from .media.image import ImageProblem
+from .media.load import load_ref_rgb
+from .media.video import VideoProblem
+from .media.volume import VolumeProblem
+from .records import Sample
+from .runner import StageResult, run_stage
+
+
+def needs_embeddings(recipe) -> bool:
+    from .negatives import SAMPLERS
+
+    return any(
+        getattr(SAMPLERS.get(t.negatives.strategy), "needs_embeddings", False) for t in recipe.tasks
+    )
+
+
+def embed_stage(
+    recipe,
+    out: Path,
+    samples: list[Sample],
+    roots,
+    convert_fps,
+    stages: list[StageResult],
+    progress: bool,
+) -> dict[str, np.ndarray] | None:
+    """``sample_id -> vector`` for every sample that could be decoded, or ``None`` when no task
+    needs embeddings. Samples that cannot be decoded are listed in ``unembedded.json``."""
+    if not needs_embeddings(recipe):
+        return None
+    from .negatives import embed_with_cache, make_embedder
+
+    def do_embed(d: Path) -> dict:
+        embedder = make_embedder(recipe.embedder)
+        frames = d / "frames"
+        paths, ids, failed = [], [], []
+        for k, sample in enumerate(
+            tqdm(samples, desc="prepare embed", disable=not progress, leave=False)
+        ):
+            ref = sample_ref(sample)
+            base, fragment = split_fragment(ref)
+            path = resolve_image(base, roots)
+            if fragment:  # a frame or slice: decode once into the stage folder
+                try:
+                    rgb = load_ref_rgb(path, fragment)
+                except (ImageProblem, VideoProblem, VolumeProblem, ValueError) as exc:
+                    failed.append({"sample_id": sample.sample_id, "reason": str(exc)})
+                    continue
+                path = frames / f"{k:08d}.png"
+                frames.mkdir(exist_ok=True)
+                path.write_bytes(encode_image(rgb, "png"))
+            paths.append(path)
+            ids.append(sample.sample_id)
+        vectors = embed_with_cache(embedder, paths, recipe.embedding_cache, progress=progress)
+        np.save(d / "embeddings.npy", vectors.astype(np.float32))
+        (d / "sample_ids.json").write_text(json.dumps(ids) + "\n")
+        (d / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
+        return {
+            "embedded": len(ids),
+            "unembedded": len(failed),
+            "embedder": embedder.id,
+            "dim": int(vectors.shape[1]),
+        }
+
+    inputs = {"convert": convert_fps, "embedder": recipe.embedder}
+    st = run_stage(out, "embed", "samples", inputs, do_embed)
+    stages.append(st)
+    ids = json.loads((st.path / "sample_ids.json").read_text())
+    vectors = np.load(st.path / "embeddings.npy")
+    return dict(zip(ids, vectors, strict=True))
