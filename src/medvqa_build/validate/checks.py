@@ -49,7 +49,8 @@ def check_item(item: Item, resolve: Callable[[str], Path]) -> list[Problem]:
     if not letters or any(a not in LETTERS[:n] for a in letters):
         bad("answer", f"answer {item.answer!r} is not among the letters {LETTERS[:n]}")
     elif len(letters) == 1 and item.options[LETTERS.index(letters[0])] != item.gt:
-        bad("answer", f"option {letters[0]} is {item.options[LETTERS.index(letters[0])]!r}, gt is {item.gt!r}")
+        shown = item.options[LETTERS.index(letters[0])]
+        bad("answer", f"option {letters[0]} is {shown!r}, gt is {item.gt!r}")
     if not item.question.strip():
         bad("question", "empty question")
     if "{" in item.question or "}" in item.question:

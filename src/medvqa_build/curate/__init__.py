@@ -1,0 +1,117 @@
+"""Curation: deduplication (exact, perceptual, embedding), k-center selection balanced over
+labels, and group-aware stratified splits. Recipe key ``curate`` (docs/curation.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..records import Item, Sample
+from .dedup import DuplicateGroup, content_key, find_duplicates
+from .phash import hamming, phash_array, phash_bytes, phash_file
+from .select import kcenter_greedy, label_key, select_samples, water_fill
+from .spec import CurateSpec, DedupSpec, SelectSpec, SplitSpec, parse_curate_spec
+from .splits import assign_splits_with, item_groups
+
+
+def curate_samples(
+    spec_dict: dict[str, Any] | CurateSpec | None,
+    samples: Sequence[Sample],
+    embeddings: dict[str, np.ndarray] | None,
+    roots: dict[str, Path],
+    seed: int,
+) -> tuple[list[Sample], dict]:
+    """Deduplicate, then select; returns the kept samples (input order) and the report section.
+
+    The report's counts add up: ``kept + len(removed) == input``; every removed sample names
+    its stage, its duplicate group and representative (dedup) or its label (selection).
+    """
+    spec = parse_curate_spec(spec_dict)
+    samples = list(samples)
+    removed: list[dict] = []
+    report: dict[str, Any] = {"input": len(samples), "spec": spec.model_dump(mode="json")}
+    kept = samples
+    if spec.dedup is not None:
+        groups, stats = find_duplicates(samples, spec.dedup, roots, embeddings)
+        criteria_of: dict[str, set[str]] = {}
+        for g in groups:
+            for e in g.edges:
+                for sid in (e["a"], e["b"]):
+                    criteria_of.setdefault(sid, set()).add(e["criterion"])
+            for sid in g.members[1:]:
+                removed.append(
+                    {
+                        "sample_id": sid,
+                        "stage": "dedup",
+                        "group": g.group_id,
+                        "representative": g.representative,
+                        "criteria": sorted(criteria_of.get(sid, ())),
+                    }
+                )
+        dropped = {r["sample_id"] for r in removed}
+        kept = [s for s in samples if s.sample_id not in dropped]
+        report["dedup"] = {
+            **stats,
+            "groups": len(groups),
+            "removed": len(dropped),
+            "cross_source_groups": sum(
+                1 for g in groups if len({m.split(":", 1)[0] for m in g.members}) > 1
+            ),
+            "duplicate_groups": [g.to_dict() for g in groups],
+        }
+    if spec.select is not None:
+        before = kept
+        kept, sel = select_samples(before, spec.select, embeddings, seed)
+        chosen = {s.sample_id for s in kept}
+        for s in before:
+            if s.sample_id not in chosen:
+                removed.append({"sample_id": s.sample_id, "stage": "select", "label": label_key(s)})
+        report["select"] = {"input": len(before), "removed": len(before) - len(kept), **sel}
+    report["kept"] = len(kept)
+    report["removed"] = removed
+    return kept, report
+
+
+def duplicate_groups(report: dict) -> list[list[str]]:
+    """The members of every duplicate group of a curate report (for the split-leak rule)."""
+    return [g["members"] for g in (report.get("dedup") or {}).get("duplicate_groups", [])]
+
+
+def assign_splits(
+    spec_dict: dict[str, Any] | CurateSpec | None,
+    items: Sequence[Item],
+    samples_by_id: dict[str, Sample],
+    seed: int,
+) -> list[Item]:
+    """Items with ``split`` set by the recipe's ``curate.split`` (unchanged without one)."""
+    spec = parse_curate_spec(spec_dict)
+    if spec.split is None:
+        return list(items)
+    return assign_splits_with(spec.split, items, samples_by_id, seed)
+
+
+__all__ = [
+    "CurateSpec",
+    "DedupSpec",
+    "DuplicateGroup",
+    "SelectSpec",
+    "SplitSpec",
+    "assign_splits",
+    "content_key",
+    "curate_samples",
+    "duplicate_groups",
+    "find_duplicates",
+    "hamming",
+    "item_groups",
+    "kcenter_greedy",
+    "label_key",
+    "parse_curate_spec",
+    "phash_array",
+    "phash_bytes",
+    "phash_file",
+    "select_samples",
+    "water_fill",
+]

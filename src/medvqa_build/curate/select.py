@@ -1,0 +1,92 @@
+"""Representative subsets: k-center greedy over image embeddings, balanced over labels.
+
+Quotas are shared out over labels by water-filling (each label gets an equal share, labels
+with fewer samples pass what they cannot use to the others), capped by ``per_label``; within
+a label, k-center greedy picks the sample nearest the label's mean first and then, again and
+again, the sample farthest (in cosine distance) from everything already picked, as EndoBench
+did to keep representative, non-redundant images.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..records import Sample
+from ..rng import rng_for
+from .spec import SelectSpec
+
+
+def label_key(sample: Sample) -> str:
+    """The label a sample is balanced by: its image-level labels joined, or ``(none)``."""
+    return "|".join(sorted(sample.labels)) or "(none)"
+
+
+def water_fill(available: dict[str, int], total: int | None, cap: int | None) -> dict[str, int]:
+    """Per-label quotas: as equal as the counts allow, summing to ``total`` (or all)."""
+    limits = {k: min(n, cap) if cap is not None else n for k, n in available.items()}
+    if total is None or total >= sum(limits.values()):
+        return limits
+    quota = dict.fromkeys(limits, 0)
+    left, open_labels = total, sorted(limits)
+    while left > 0 and open_labels:
+        share = max(1, left // len(open_labels))
+        for k in list(open_labels):
+            if left == 0:
+                break
+            add = min(share, limits[k] - quota[k], left)
+            quota[k] += add
+            left -= add
+            if quota[k] >= limits[k]:
+                open_labels.remove(k)
+    return quota
+
+
+def kcenter_greedy(vectors: np.ndarray, k: int) -> list[int]:
+    """Indices of ``k`` rows picked by k-center greedy (cosine distance), first = nearest mean."""
+    n = len(vectors)
+    if k >= n:
+        return list(range(n))
+    v = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    mean = v.mean(axis=0)
+    first = int(np.argmax(v @ mean))
+    picked = [first]
+    dist = 1.0 - v @ v[first]
+    dist[first] = -np.inf
+    while len(picked) < k:
+        nxt = int(np.argmax(dist))  # argmax takes the lowest index on ties: deterministic
+        picked.append(nxt)
+        dist = np.minimum(dist, 1.0 - v @ v[nxt])
+        dist[picked] = -np.inf
+    return picked
+
+
+def select_samples(
+    samples: Sequence[Sample],
+    spec: SelectSpec,
+    embeddings: dict[str, np.ndarray] | None,
+    seed: int,
+) -> tuple[list[Sample], dict]:
+    """The selected samples (input order kept) and a report per label."""
+    by_label: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        by_label[label_key(s)].append(s)
+    quotas = water_fill({k: len(v) for k, v in by_label.items()}, spec.total, spec.per_label)
+    chosen: set[str] = set()
+    per_label = {}
+    for label in sorted(by_label):
+        group = sorted(by_label[label], key=lambda s: s.sample_id)
+        k = quotas[label]
+        if embeddings and all(s.sample_id in embeddings for s in group):
+            vectors = np.stack([np.asarray(embeddings[s.sample_id], np.float32) for s in group])
+            picked, method = kcenter_greedy(vectors, k), "kcenter"
+        else:
+            # frames and slices are not embedded: a seeded random subset stands in
+            picked = sorted(rng_for(seed, "select", label).permutation(len(group))[:k].tolist())
+            method = "random (no embeddings)"
+        chosen.update(group[i].sample_id for i in picked)
+        per_label[label] = {"available": len(group), "selected": len(picked), "method": method}
+    kept = [s for s in samples if s.sample_id in chosen]
+    return kept, {"per_label": per_label, "selected": len(kept)}

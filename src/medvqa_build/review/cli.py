@@ -1,0 +1,70 @@
+"""``medvqa-build preview`` and ``medvqa-build review apply``: thin commands over :mod:`.`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _cmd_preview(args) -> int:
+    from . import write_preview
+
+    page = write_preview(args.dir, args.output)
+    print(f"wrote {page}; open it in a browser, mark items, then press 'Export decisions'")
+    return 0
+
+
+def _cmd_review_apply(args) -> int:
+    from . import apply_decisions
+
+    entry = apply_decisions(args.dir, args.decisions)
+    print(
+        f"applied {args.decisions}: {entry['items_before']} -> {entry['items_after']} items "
+        f"({len(entry['rejected'])} rejected, {len(entry['edited'])} edited, "
+        f"{len(entry['accepted'])} accepted, {entry['undecided']} undecided); "
+        f"audit trail: {args.dir}/review/audit.jsonl"
+    )
+    print(
+        "run `medvqa-build validate DIR` and `medvqa-build export DIR --format ...` "
+        "to publish the reviewed build"
+    )
+    return 0
+
+
+def add_review_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``preview`` and ``review apply`` on the main parser's subcommands."""
+    p = sub.add_parser(
+        "preview",
+        help="write a static HTML gallery of a build for clinician review",
+        description="Write an HTML gallery of every item (rendered and clean image, "
+        "question, options, answer) with filters by task, scene, source and "
+        "prompt level; reviewers accept, reject or edit items with a comment "
+        "and export a decisions file for `medvqa-build review apply`.",
+    )
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="HTML file to write (default: DIR/preview/index.html); "
+        "images go to an images/ folder beside it",
+    )
+    p.set_defaults(func=_cmd_preview)
+
+    p = sub.add_parser(
+        "review",
+        help="apply clinician review decisions to a build",
+        description="Work with the decisions exported from `medvqa-build preview`.",
+    )
+    rsub = p.add_subparsers(dest="review_command", required=True, metavar="ACTION")
+    a = rsub.add_parser(
+        "apply",
+        help="rebuild the item set without rejected items and with edits",
+        description="Check a decisions file against the build (same items, known ids, "
+        "valid edits), then write the reviewed item set, point build.json at "
+        "it and append the changes to DIR/review/audit.jsonl. A bad file "
+        "changes nothing.",
+    )
+    a.add_argument("dir", metavar="DIR", help="build directory")
+    a.add_argument(
+        "decisions", metavar="DECISIONS", help="decisions JSON exported from the preview page"
+    )
+    a.set_defaults(func=_cmd_review_apply)

@@ -1,0 +1,500 @@
+"""The validation rules of a build, each with an id and a one-line meaning (docs/curation.md).
+
+Item rules look at one item; build rules at the whole item set (letter balance, split leaks,
+duplicate ids). Every violation becomes a :class:`Problem` whose ``check`` is the rule id.
+Rules re-read image files and the source manifests; they do not trust the stage that wrote
+the items.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..geometry import BOX_CONVENTIONS, box_problem, iou
+from ..media.image import ImageProblem, check_image
+from ..ontology import Ontology
+from ..records import Item, Sample
+from .checks import Problem
+
+LETTERS = string.ascii_uppercase
+PROMPT_LEVELS = ("image", "box", "contour", "mask", "point", "multi", "coord")
+IMAGE_SCHEMES = ("source://", "render://", "generated://")
+MIN_REGION_IOU = 0.5
+_SLOT = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
+_ANSWER = re.compile(r"^[A-Z](,[A-Z])*$")
+
+
+def normalise_text(text: str) -> str:
+    """Case, spacing and punctuation folded: ``"X-ray."``, ``"x_ray"``, ``" X ray "`` agree."""
+    text = text.casefold().replace("_", " ").replace("-", " ").replace("/", " ")
+    text = re.sub(r"[.,;:!?'\"()\[\]]", "", text)
+    return " ".join(text.split())
+
+
+@dataclass
+class RuleContext:
+    """What the rules may consult besides the items."""
+
+    samples_by_id: Mapping[str, Sample]
+    manifests: Mapping[str, Any]
+    resolve: Callable[[str], Path]
+    letter_tolerance: float = 0.1
+    duplicate_groups: Sequence[Sequence[str]] = ()
+    _sizes: dict[str, tuple[int, int] | str] = field(default_factory=dict)
+    _ontologies: dict[str, Ontology] = field(default_factory=dict)
+
+    def image_size(self, ref: str, decode: bool = False) -> tuple[int, int] | str:
+        """``(width, height)`` of an image reference, or why it cannot be read (cached)."""
+        key = f"{ref}#decode" if decode else ref
+        if key not in self._sizes:
+            try:
+                self._sizes[key] = check_image(self.resolve(ref), "decode" if decode else "header")
+            except (ImageProblem, KeyError) as exc:
+                self._sizes[key] = str(exc)
+            if decode and not isinstance(self._sizes[key], str):
+                self._sizes[ref] = self._sizes[key]
+        return self._sizes[key]
+
+    def ontology(self, source: str) -> Ontology:
+        if source not in self._ontologies:
+            m = self.manifests.get(source)
+            data = getattr(m, "ontology", None) if m is not None else None
+            self._ontologies[source] = Ontology.from_mapping(data)
+        return self._ontologies[source]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    message: str  # what the rule guarantees, one line
+    check: Callable[..., list]
+    scope: str = (
+        "item"  # item: check(item, ctx) -> [message]; build: check(items, ctx) -> [Problem]
+    )
+
+
+def _is_grounding(item: Item) -> bool:
+    return not item.options and item.answer_bbox is not None
+
+
+# --- item rules -----------------------------------------------------------------------------
+
+
+def _schema(item: Item, ctx: RuleContext) -> list[str]:
+    out = []
+    for name in ("item_id", "benchmark", "category", "task", "subtask", "source", "question", "gt"):
+        value = getattr(item, name)
+        if not isinstance(value, str) or not value.strip():
+            out.append(f"{name} is empty")
+    if _SLOT.search(item.question or ""):
+        out.append(f"unfilled template slot in {item.question!r}")
+    if not item.sample_ids:
+        out.append("no sample_ids (provenance lost)")
+    elif ctx.samples_by_id:
+        unknown = [s for s in item.sample_ids if s not in ctx.samples_by_id]
+        if unknown:
+            out.append(f"sample_ids {unknown} are not in the build's samples")
+    if not item.images:
+        out.append("no image")
+    bad_refs = [r for r in item.images if not r.startswith(IMAGE_SCHEMES)]
+    if bad_refs:
+        out.append(f"image references {bad_refs} use no known scheme {IMAGE_SCHEMES}")
+    if not _is_grounding(item):
+        if len(item.options) < 2:
+            out.append(f"{len(item.options)} option(s); an MCQ needs at least 2")
+        if any(not isinstance(o, str) or not o.strip() for o in item.options):
+            out.append("an option is empty")
+        if not _ANSWER.match(item.answer or ""):
+            out.append(f"answer {item.answer!r} is not a letter or comma-separated letters")
+    if item.prompt_level not in PROMPT_LEVELS:
+        out.append(f"prompt_level {item.prompt_level!r} is not one of {', '.join(PROMPT_LEVELS)}")
+    if item.coord_format is not None and item.coord_format not in BOX_CONVENTIONS:
+        out.append(f"coord_format {item.coord_format!r} is not one of {', '.join(BOX_CONVENTIONS)}")
+    if not item.split:
+        out.append("split is empty")
+    return out
+
+
+def _image_decodes(item: Item, ctx: RuleContext) -> list[str]:
+    out = []
+    for ref in item.images:
+        size = ctx.image_size(ref, decode=True)
+        if isinstance(size, str):
+            out.append(f"{ref}: {size}")
+    return out
+
+
+def _synonym_classes(onto: Ontology) -> dict[str, str]:
+    """Normalised name -> representative of its synonym class."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for name, aliases in onto.synonyms.items():
+        for alias in aliases:
+            a, b = find(normalise_text(name)), find(normalise_text(alias))
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return {k: find(k) for k in list(parent)}
+
+
+def _options_unique(item: Item, ctx: RuleContext) -> list[str]:
+    classes = _synonym_classes(ctx.ontology(item.source))
+    seen: dict[str, str] = {}
+    out = []
+    for option in item.options:
+        norm = normalise_text(option)
+        key = classes.get(norm, norm)
+        if key in seen:
+            how = "the same text" if normalise_text(seen[key]) == norm else "synonyms"
+            out.append(f"options {seen[key]!r} and {option!r} are {how} after normalisation")
+        else:
+            seen[key] = option
+    return out
+
+
+def _answer_letters(answer: str) -> list[str]:
+    return [a.strip() for a in (answer or "").split(",") if a.strip()]
+
+
+def _answer_in_options(item: Item, ctx: RuleContext) -> list[str]:
+    if _is_grounding(item):
+        return []
+    n = len(item.options)
+    letters = _answer_letters(item.answer)
+    if not letters or any(a not in LETTERS[:n] for a in letters):
+        return [f"answer {item.answer!r} is not among the letters {LETTERS[:n]}"]
+    if len(letters) != len(set(letters)):
+        return [f"answer {item.answer!r} repeats a letter"]
+    if len(letters) == 1:
+        shown = item.options[LETTERS.index(letters[0])]
+        if normalise_text(shown) != normalise_text(item.gt):
+            return [f"option {letters[0]} is {shown!r}, the truth (gt) is {item.gt!r}"]
+    return []
+
+
+def _related_to_truth(onto: Ontology, truth: str) -> set[str]:
+    norm = normalise_text(truth)
+    names = set(onto.parents) | set(onto.synonyms)
+    names |= {p for ps in onto.parents.values() for p in ps}
+    banned = {norm}
+    for name in names:
+        if normalise_text(name) == norm:
+            banned |= {normalise_text(r) for r in onto.related(name)}
+    return banned
+
+
+def _distractor_related(item: Item, ctx: RuleContext) -> list[str]:
+    if _is_grounding(item):
+        return []
+    truth_letters = set(_answer_letters(item.answer))
+    onto = ctx.ontology(item.source)
+    banned = _related_to_truth(onto, item.gt) - {normalise_text(item.gt)}
+    classes = _synonym_classes(onto)
+    truth_class = classes.get(normalise_text(item.gt), normalise_text(item.gt))
+    out = []
+    for letter, option in zip(LETTERS, item.options, strict=False):
+        if letter in truth_letters:
+            continue
+        norm = normalise_text(option)
+        if norm in banned or (
+            norm != normalise_text(item.gt) and classes.get(norm, norm) == truth_class
+        ):
+            out.append(
+                f"distractor {letter} {option!r} is a synonym, ancestor or descendant "
+                f"of the truth {item.gt!r} in the {item.source} ontology"
+            )
+    return out
+
+
+def _boxes_inside(item: Item, ctx: RuleContext) -> list[str]:
+    out = []
+    boxes = [
+        (s.image_index, f"{s.kind} shape", s.bbox)
+        for s in item.prompt_geometry
+        if s.bbox is not None
+    ]
+    if item.answer_bbox is not None:
+        boxes.append((0, "answer_bbox", item.answer_bbox))
+    for index, what, box in boxes:
+        if index >= len(item.images):
+            continue  # image-count reports it
+        size = ctx.image_size(item.images[index])
+        if isinstance(size, str):
+            continue  # image-decodes reports it
+        if problem := box_problem(box, *size):
+            out.append(f"{what} on image {index}: {problem}")
+    return out
+
+
+def _inside(inner, outer) -> float:
+    """Share of box ``inner`` that lies inside box ``outer``."""
+    ix = max(0.0, min(inner[2], outer[2]) - max(inner[0], outer[0]))
+    iy = max(0.0, min(inner[3], outer[3]) - max(inner[1], outer[1]))
+    area = max(0.0, inner[2] - inner[0]) * max(0.0, inner[3] - inner[1])
+    return ix * iy / area if area > 0 else 0.0
+
+
+def _box_matches_region(item: Item, ctx: RuleContext) -> list[str]:
+    """A drawn shape labelled with the truth must lie on a region of that label in the sample."""
+    out = []
+    for shape in item.prompt_geometry:
+        if shape.bbox is None or shape.label is None or shape.image_index >= len(item.images):
+            continue
+        if normalise_text(shape.label) != normalise_text(item.gt):
+            continue
+        if shape.image_index >= len(item.sample_ids):
+            continue
+        sample = ctx.samples_by_id.get(item.sample_ids[shape.image_index])
+        size = ctx.image_size(item.images[shape.image_index])
+        if sample is None or isinstance(size, str) or box_problem(shape.bbox, *size):
+            continue
+        regions = [
+            r
+            for r in sample.regions
+            if r.bbox is not None and normalise_text(r.label) == normalise_text(shape.label)
+        ]
+        if not regions:
+            continue
+        sx, sy = size[0] / sample.width, size[1] / sample.height
+        scaled = [(r.bbox[0] * sx, r.bbox[1] * sy, r.bbox[2] * sx, r.bbox[3] * sy) for r in regions]
+        # a box is drawn around the whole region; a contour/mask/point may be one component
+        measure, score = (
+            ("IoU", iou) if shape.kind in ("box", "text") else ("share inside", _inside)
+        )
+        best = max(score(shape.bbox, b) for b in scaled)
+        if best < MIN_REGION_IOU:
+            out.append(
+                f"{shape.kind} shape at {[round(v, 1) for v in shape.bbox]} is not on a "
+                f"{shape.label!r} region of {sample.sample_id} (best {measure} {best:.2f} < "
+                f"{MIN_REGION_IOU}); the prompt points at the wrong place"
+            )
+    return out
+
+
+def _licence(item: Item, ctx: RuleContext) -> list[str]:
+    if not item.licence.strip():
+        return [f"no licence (source {item.source!r})"]
+    m = ctx.manifests.get(item.source)
+    if m is not None and getattr(m, "licence", None) and m.licence != item.licence:
+        return [f"licence {item.licence!r} differs from the {item.source} manifest's {m.licence!r}"]
+    return []
+
+
+# --- build rules ----------------------------------------------------------------------------
+
+
+def _unique_ids(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
+    counts = Counter(i.item_id for i in items)
+    return [
+        Problem(i, "item-id-unique", f"{n} items share this id")
+        for i, n in sorted(counts.items())
+        if n > 1
+    ]
+
+
+def _letter_balance(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
+    by_task: dict[str, list[Item]] = defaultdict(list)
+    for item in items:
+        if not _is_grounding(item) and len(_answer_letters(item.answer)) == 1:
+            by_task[item.task].append(item)
+    out = []
+    for task, group in sorted(by_task.items()):
+        n_letters = max(len(i.options) for i in group)
+        counts = Counter(i.answer.strip() for i in group)
+        expected = len(group) / n_letters
+        slack = max(1.0, ctx.letter_tolerance * len(group))
+        bad = {
+            L: counts.get(L, 0)
+            for L in LETTERS[:n_letters]
+            if abs(counts.get(L, 0) - expected) > slack
+        }
+        if bad:
+            shown = ", ".join(f"{L}: {counts.get(L, 0)}" for L in LETTERS[:n_letters])
+            out.append(
+                Problem(
+                    f"task:{task}",
+                    "letter-balance",
+                    f"answer letters of {task!r} are unbalanced ({shown}; expected "
+                    f"{expected:.1f} each, tolerance {slack:.1f})",
+                )
+            )
+    return out
+
+
+def _image_count(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
+    out = []
+    by_task: dict[tuple, list[Item]] = defaultdict(list)
+    for item in items:
+        by_task[(item.task, item.subtask, item.prompt_level)].append(item)
+        synthesised = any(r.startswith("generated://") for r in item.images)
+        if not synthesised and len(item.images) != len(item.sample_ids):
+            out.append(
+                Problem(
+                    item.item_id,
+                    "image-count",
+                    f"{len(item.images)} image(s) for {len(item.sample_ids)} sample(s)",
+                )
+            )
+        for shape in item.prompt_geometry:
+            if shape.image_index >= len(item.images):
+                out.append(
+                    Problem(
+                        item.item_id,
+                        "image-count",
+                        f"a {shape.kind} shape is on image {shape.image_index}, "
+                        f"but the item has {len(item.images)} image(s)",
+                    )
+                )
+    for (task, subtask, level), group in sorted(by_task.items()):
+        counts = Counter(len(i.images) for i in group)
+        usual, _ = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
+        for item in group:
+            if len(item.images) != usual:
+                out.append(
+                    Problem(
+                        item.item_id,
+                        "image-count",
+                        f"{len(item.images)} image(s); the other items of {task}/{subtask} "
+                        f"({level}) have {usual}",
+                    )
+                )
+    return out
+
+
+def _split_leak(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
+    from ..curate.splits import item_groups
+
+    out = []
+    by_key: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for item in items:
+        if not item.split:
+            continue
+        for g in item_groups(item, dict(ctx.samples_by_id)):
+            by_key[("group", g)][item.split].append(item.item_id)
+        for ref in item.images:
+            if ref.startswith("source://"):
+                by_key[("image", ref)][item.split].append(item.item_id)
+    member_of = {sid: n for n, members in enumerate(ctx.duplicate_groups) for sid in members}
+    for item in items:
+        for sid in item.sample_ids:
+            if item.split and sid in member_of:
+                by_key[("near-duplicate", f"group {member_of[sid]}")][item.split].append(
+                    item.item_id
+                )
+    for (kind, key), splits in sorted(by_key.items()):
+        if len(splits) < 2:
+            continue
+        ordered = sorted(splits, key=lambda s: (-len(splits[s]), s))
+        minority = ordered[-1]
+        shown = ", ".join(f"{s}: {len(set(splits[s]))}" for s in ordered)
+        out.append(
+            Problem(
+                sorted(splits[minority])[0],
+                "split-leak",
+                f"{kind} {key} is in several splits ({shown} items)",
+            )
+        )
+    return out
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "schema", "every field has the right type and a value; no unfilled template slot", _schema
+    ),
+    Rule("item-id-unique", "no two items share an item_id", _unique_ids, "build"),
+    Rule("image-decodes", "every image of the item exists and decodes fully", _image_decodes),
+    Rule(
+        "options-unique",
+        "options differ after folding case, spacing, punctuation and synonyms",
+        _options_unique,
+    ),
+    Rule(
+        "answer-in-options",
+        "the answer letters name options; a single answer's option is the gt",
+        _answer_in_options,
+    ),
+    Rule(
+        "distractor-related",
+        "no distractor is a synonym, ancestor or descendant of the truth",
+        _distractor_related,
+    ),
+    Rule(
+        "box-inside",
+        "every box (prompt, answer) lies inside its image with positive area",
+        _boxes_inside,
+    ),
+    Rule(
+        "box-matches-region",
+        "a shape drawn for the truth lies on a region of that label "
+        f"(box IoU, or share of a contour inside, >= {MIN_REGION_IOU})",
+        _box_matches_region,
+    ),
+    Rule(
+        "letter-balance",
+        "per task, each answer letter's count is within the tolerance of uniform",
+        _letter_balance,
+        "build",
+    ),
+    Rule(
+        "image-count",
+        "one image per sample, as many as the task's other items, shapes on existing images",
+        _image_count,
+        "build",
+    ),
+    Rule(
+        "split-leak",
+        "no group (patient/video), image or near-duplicate group in two splits",
+        _split_leak,
+        "build",
+    ),
+    Rule("licence", "every item carries its source's licence", _licence),
+)
+RULE_IDS = tuple(r.id for r in RULES)
+
+
+def run_rules(
+    items: Sequence[Item],
+    samples_by_id: Mapping[str, Sample] | None,
+    manifests: Mapping[str, Any] | None,
+    resolve: Callable[[str], Path],
+    *,
+    letter_tolerance: float = 0.1,
+    duplicate_groups: Sequence[Sequence[str]] | None = None,
+    rules: Sequence[str] | None = None,
+) -> list[Problem]:
+    """Every violation of the rules (all, or those named in ``rules``) by ``items``.
+
+    ``samples_by_id`` and ``manifests`` may be empty: rules that need them then check less
+    (no provenance, ontology or licence comparison). ``duplicate_groups`` (sample ids, from
+    the curate report) let ``split-leak`` catch near-duplicate images across splits.
+    """
+    ctx = RuleContext(
+        samples_by_id or {},
+        manifests or {},
+        resolve,
+        letter_tolerance,
+        tuple(duplicate_groups or ()),
+    )
+    chosen = [r for r in RULES if rules is None or r.id in rules]
+    unknown = sorted(set(rules or ()) - set(RULE_IDS))
+    if unknown:
+        raise ValueError(f"unknown rule(s) {unknown}; known: {', '.join(RULE_IDS)}")
+    problems: list[Problem] = []
+    for rule in chosen:
+        if rule.scope == "build":
+            problems.extend(rule.check(items, ctx))
+            continue
+        for item in items:
+            problems.extend(Problem(item.item_id, rule.id, m) for m in rule.check(item, ctx))
+    return problems
