@@ -1,0 +1,185 @@
+"""What the eight MedSG-Bench grounding generators share: pixels of a sample (volume slice or
+2-D file), every image resized to one square size, boxes taken from the resized masks, the
+answer box text in the recipe's convention, and the open-ended grounding item itself.
+
+MedSG-Bench resizes every image to 336 x 336 and answers ``[x1, y1, x2, y2]`` in absolute
+pixels of that image (reference/spine_medsg.md B.3, B.4); ``size`` is a task param here.
+The generators synthesise every image the model sees (``ctx.write_image``), so the render
+stage passes them through and the answer box is exact in the pixels written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import cv2
+import numpy as np
+
+from ..geometry import format_box, mask_to_xyxy, rle_decode
+from ..media.image import ImageProblem, load_rgb
+from ..media.volume import VolumeProblem, load_slice_rgb
+from ..records import DrawnShape, Item, Region, Sample
+from ..render import Mark, render
+from .base import Candidate, GenContext, ItemProblem, TaskGenerator
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
+BoxInt = tuple[int, int, int, int]
+
+# How the answer is asked for, per coordinate convention (MedSG-Bench asks Qwen2.5-VL for
+# absolute-pixel boxes; other conventions are for other model families, B.4).
+FORMAT_HINTS = {
+    "abs": "Answer with the box [x1, y1, x2, y2] in absolute pixels of the {ordinal} image "
+    "({size}x{size}).",
+    "qwen": "Answer with the box as <|box_start|>(x1,y1),(x2,y2)<|box_end|> in absolute pixels "
+    "of the {ordinal} image ({size}x{size}).",
+    "norm1000": "Answer with the box [x1, y1, x2, y2] of the {ordinal} image, coordinates "
+    "scaled to 0-1000.",
+    "norm1": "Answer with the box [x1, y1, x2, y2] of the {ordinal} image, coordinates as "
+    "fractions of its width and height.",
+}
+
+
+def source_roots(ctx: GenContext) -> dict[str, Path]:
+    """Where each source's files are: ``ctx.roots`` when the pipeline passes them, else the
+    recipe's roots."""
+    roots = getattr(ctx, "roots", None)
+    if roots:
+        return dict(roots)
+    out = {}
+    for spec in ctx.recipe.sources:
+        root = ctx.recipe.resolved_root(spec)
+        if root is not None:
+            out[spec.id] = root
+    return out
+
+
+def root_for(ctx: GenContext, sample: Sample) -> Path:
+    root = source_roots(ctx).get(sample.source)
+    if root is None:
+        raise ItemProblem(f"source {sample.source!r} has no root folder to read pixels from")
+    return root
+
+
+def sample_rgb(sample: Sample, root: Path) -> np.ndarray:
+    """RGB uint8 pixels of a sample: a volume slice (windowed) or a 2-D image file."""
+    path = root / sample.image
+    try:
+        if sample.slice is not None:
+            channel = sample.attributes.get("channel")
+            return load_slice_rgb(path, sample.slice.axis, sample.slice.index,
+                                  window=sample.attributes.get("window"),
+                                  channel=int(channel) if channel is not None else None)
+        return load_rgb(path)
+    except (VolumeProblem, ImageProblem) as exc:
+        raise ItemProblem(f"{sample.sample_id}: {exc}") from None
+
+
+def region_mask(region: Region, sample: Sample) -> np.ndarray:
+    """The region's boolean mask in sample pixels (RLE), or its box filled when there is none."""
+    if region.mask is not None and region.mask.counts is not None:
+        return rle_decode(region.mask.size_hw, region.mask.counts)
+    if region.bbox is None:
+        raise ItemProblem(f"{sample.sample_id}: region {region.label!r} has no mask and no box")
+    mask = np.zeros((sample.height, sample.width), dtype=bool)
+    x1, y1, x2, y2 = (int(round(v)) for v in region.bbox)
+    mask[y1:y2, x1:x2] = True
+    return mask
+
+
+def resize_rgb(rgb: np.ndarray, size: int) -> np.ndarray:
+    h, w = rgb.shape[:2]
+    interp = cv2.INTER_AREA if h * w > size * size else cv2.INTER_LINEAR
+    return cv2.resize(rgb, (size, size), interpolation=interp)
+
+
+def resize_mask(mask: np.ndarray, size: int) -> np.ndarray:
+    return cv2.resize(mask.astype(np.uint8), (size, size), interpolation=cv2.INTER_NEAREST) > 0
+
+
+def box_of(mask: np.ndarray, what: str) -> BoxInt:
+    """Tight integer box (x2/y2 exclusive) of a mask; ItemProblem when the mask is empty."""
+    box = mask_to_xyxy(mask)
+    if box is None:
+        raise ItemProblem(f"{what} vanished when resized")
+    return tuple(int(v) for v in box)  # type: ignore[return-value]
+
+
+def find_region(sample: Sample, label: str) -> Region | None:
+    return next((r for r in sample.regions if r.label == label), None)
+
+
+def draw_red_box(rgb: np.ndarray, box: BoxInt, label: str, image_index: int = 0
+                 ) -> tuple[np.ndarray, DrawnShape]:
+    """The reference image with a red box drawn into its pixels (and what was drawn)."""
+    result = render("box", rgb, [Mark(Region(label=label, bbox=tuple(map(float, box))), "red")],
+                    image_index=image_index)
+    return result.image, result.shapes[0]
+
+
+def label_values(sample: Sample) -> dict[str, int]:
+    return json.loads(sample.attributes.get("label_values", "{}"))
+
+
+class MedSGTask(TaskGenerator):
+    """Base of the MedSG generators: subclasses implement :meth:`build` and give templates."""
+
+    needs = "regions with masks (volume slices or 2-D images)"
+    default_params: ClassVar[dict[str, Any]] = {}
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, self.default_params.get(key, default))
+
+    @property
+    def size(self) -> int:
+        return int(self.param("size", 336))
+
+    def region_candidates(self, samples) -> list[Candidate]:
+        """One candidate per (sample, structure region with a box)."""
+        min_px = int(self.param("min_box_px", 4))
+        out = []
+        for s in samples:
+            for k, r in enumerate(s.regions):
+                if r.bbox is not None and min(r.bbox[2] - r.bbox[0],
+                                              r.bbox[3] - r.bbox[1]) >= min_px:
+                    out.append(Candidate(s, r.label, r, k))
+        return out
+
+    def build(self, cand: Candidate, ctx: GenContext) -> dict:
+        """``{"images": [rgb...], "box": BoxInt, "target": index of the image the box is in,
+        "samples": (Sample...), "shapes": (DrawnShape...), "fields": template fields}``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
+        built = self.build(cand, ctx)
+        images, box, target = built["images"], built["box"], built["target"]
+        size = self.size
+        x1, y1, x2, y2 = box
+        if not (0 <= x1 < x2 <= size and 0 <= y1 < y2 <= size):
+            raise ItemProblem(f"answer box {list(box)} lies outside the {size}x{size} image")
+        convention = ctx.spec.coord_format
+        answer = format_box(box, convention, size, size)
+        fields = {"n": len(images), "ordinal": ORDINALS[target], "size": size,
+                  **built.get("fields", {})}
+        k = index % len(self.templates)
+        question = self.templates[k].format(**fields)
+        hint = FORMAT_HINTS[convention].format(**fields)
+        samples = built.get("samples") or cand.all_samples
+        cand = Candidate(cand.sample, cand.truth, cand.region, cand.region_index, tuple(samples))
+        item_id = ctx.item_id(cand)
+        refs = tuple(ctx.write_image(f"medsg/{item_id}_{i}", rgb) for i, rgb in enumerate(images))
+        gt = built.get("gt_prefix", "") + answer
+        return ctx.base_item(
+            cand,
+            images=refs,
+            question=f"{question} {hint}",
+            options=(),
+            answer=answer,
+            gt=gt,
+            answer_bbox=tuple(float(v) for v in box),
+            coord_format=convention,
+            prompt_level="image",
+            prompt_geometry=tuple(built.get("shapes", ())),
+            template_id=f"{self.name}/{k}",
+        )

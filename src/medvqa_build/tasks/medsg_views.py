@@ -1,0 +1,158 @@
+"""MedSG consistency grounding across views and time: ``multi_view`` (axial, coronal and
+sagittal reformats of one volume; the structure boxed in the first is located in the last) and
+``object_tracking`` (a structure followed across neighbouring slices or video frames).
+
+MedSG-Bench's multi-view items are ``_front``/``_top``/``_side`` images of one 3-D case with
+the reference box in the first (reference/spine_medsg.md B.2); here the reformats pass through
+one voxel of the structure, so it is present in every view.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..geometry import format_box
+from ..media.volume import (
+    AXES,
+    VolumeProblem,
+    load_label_slice,
+    load_slice_rgb,
+    load_volume,
+    plane_to_voxel,
+    voxel_index,
+)
+from ..records import Sample
+from .base import TASKS, Candidate, GenContext, ItemProblem
+from .medsg_common import (
+    MedSGTask,
+    box_of,
+    draw_red_box,
+    find_region,
+    label_values,
+    region_mask,
+    resize_mask,
+    resize_rgb,
+    root_for,
+    sample_rgb,
+)
+
+REF = "the object marked with a red bounding box in the first image ({ref_box})"
+
+
+def _ref_fields(box, ctx: GenContext, size: int) -> dict:
+    return {"ref_box": format_box(box, ctx.spec.coord_format, size, size)}
+
+
+def _inner_pixel(mask: np.ndarray) -> tuple[int, int]:
+    """The mask pixel nearest the mask's centroid (a voxel surely inside the structure)."""
+    pts = np.argwhere(mask)
+    centre = pts.mean(axis=0)
+    row, col = pts[np.argmin(((pts - centre) ** 2).sum(axis=1))]
+    return int(row), int(col)
+
+
+@TASKS.register("multi_view")
+class MultiView(MedSGTask):
+    name = "multi_view"
+    needs = "volume slice samples with a label volume (attributes label_volume, label_values)"
+    templates = (
+        "These images share one object in common (" + REF + "). Recognize and locate this "
+        "object in the {ordinal} image.",
+        "The three images are orthogonal views of one scan. Find " + REF + " in the {ordinal} "
+        "image.",
+    )
+
+    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
+        return [c for c in self.region_candidates(samples)
+                if c.sample.slice is not None and "label_volume" in c.sample.attributes
+                and c.truth in label_values(c.sample)]
+
+    def build(self, cand: Candidate, ctx: GenContext) -> dict:
+        s, size = cand.sample, self.size
+        root = root_for(ctx, s)
+        value = label_values(s)[cand.truth]
+        label_path = root / s.attributes["label_volume"]
+        channel = s.attributes.get("channel")
+        channel = int(channel) if channel is not None else None
+        try:
+            shape = load_volume(label_path).shape
+            row, col = _inner_pixel(region_mask(cand.region, s))
+            voxel = plane_to_voxel(s.slice.axis, row, col, s.slice.index, shape)
+            others = [a for a in AXES if a != s.slice.axis]
+            if ctx.rng.random() < 0.5:
+                others.reverse()
+            views, masks = [], []
+            for axis in [s.slice.axis, *others]:
+                index = voxel_index(axis, voxel)
+                views.append(load_slice_rgb(root / s.image, axis, index,
+                                            window=s.attributes.get("window"), channel=channel))
+                masks.append(load_label_slice(label_path, axis, index) == value)
+        except VolumeProblem as exc:
+            raise ItemProblem(f"{s.sample_id}: {exc}") from None
+        images = [resize_rgb(v, size) for v in views]
+        masks = [resize_mask(m, size) for m in masks]
+        ref_box = box_of(masks[0], f"{cand.truth} in the reference view")
+        images[0], shape0 = draw_red_box(images[0], ref_box, cand.truth)
+        return {"images": images, "box": box_of(masks[-1], f"{cand.truth} in the last view"),
+                "target": len(images) - 1, "shapes": (shape0,),
+                "fields": _ref_fields(ref_box, ctx, size)}
+
+
+def _position(s: Sample) -> int | None:
+    return s.slice.index if s.slice is not None else s.frame
+
+
+@TASKS.register("object_tracking")
+class ObjectTracking(MedSGTask):
+    name = "object_tracking"
+    needs = "neighbouring slices of one volume or frames of one video, with region masks"
+    default_params = {"n_images": 4, "max_gap": 2}
+    templates = (
+        "These {n} images are consecutive slices or frames. Track " + REF + " and locate it in "
+        "the {ordinal} image.",
+        "Follow " + REF + " through the sequence and find it in the {ordinal} image.",
+    )
+
+    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
+        n, gap = int(self.param("n_images")), int(self.param("max_gap"))
+        if not 2 <= n <= 6:
+            raise ItemProblem(f"object_tracking: n_images must be 2..6, got {n}")
+        groups: dict[tuple, list[Sample]] = defaultdict(list)
+        for s in samples:
+            if _position(s) is not None:
+                axis = s.slice.axis if s.slice is not None else "frame"
+                groups[(s.source, s.group_id, s.image, axis,
+                        s.attributes.get("channel", ""))].append(s)
+        out = []
+        for key in sorted(groups):
+            seq = sorted(groups[key], key=_position)
+            labels = sorted({r.label for s in seq for r in s.regions})
+            for label in labels:
+                run: list[Sample] = []
+                for s in seq:
+                    has = find_region(s, label) is not None
+                    if has and run and _position(s) - _position(run[-1]) <= gap:
+                        run.append(s)
+                    else:
+                        run = [s] if has else []
+                    if len(run) == n:
+                        first = run[0]
+                        k = next(i for i, r in enumerate(first.regions) if r.label == label)
+                        out.append(Candidate(first, label, first.regions[k], k, tuple(run)))
+                        run = []
+        return out
+
+    def build(self, cand: Candidate, ctx: GenContext) -> dict:
+        size = self.size
+        images, masks = [], []
+        for s in cand.samples:
+            images.append(resize_rgb(sample_rgb(s, root_for(ctx, s)), size))
+            masks.append(resize_mask(region_mask(find_region(s, cand.truth), s), size))
+        ref_box = box_of(masks[0], f"{cand.truth} in the first image")
+        images[0], shape0 = draw_red_box(images[0], ref_box, cand.truth)
+        return {"images": images, "box": box_of(masks[-1], f"{cand.truth} in the last image"),
+                "target": len(images) - 1, "shapes": (shape0,),
+                "fields": _ref_fields(ref_box, ctx, size)}

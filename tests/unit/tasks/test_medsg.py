@@ -1,0 +1,153 @@
+"""The eight MedSG generators on NIfTI replicas (msd CT + brats MRI): every item's answer box is
+checked against the mask (or the synthetic change) it was taken from."""
+
+import re
+
+import cv2
+import numpy as np
+import pytest
+
+from medvqa_build.api import load_source
+from medvqa_build.generate import generate_items
+from medvqa_build.geometry import format_box, mask_to_xyxy
+from medvqa_build.media.volume import load_label_slice
+from medvqa_build.recipe import Recipe
+from medvqa_build.sources import get_source
+from medvqa_build.tasks.medsg_common import ORDINALS, find_region, region_mask, resize_mask
+from medvqa_build.tasks.medsg_diff import changed_mask, check_local_change, shifted_change, warp
+
+from ...fixtures.sources import brats, msd
+
+TASK_KEYS = (
+    "Registered_Diff",
+    "Non_Registered_Diff",
+    "multi_view",
+    "object_tracking",
+    "concept",
+    "patch",
+    "crossmodal",
+    "referring",
+)
+SIZE = 336
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("medsg")
+    roots = {"msd": msd.write(tmp / "msd"), "brats": brats.write(tmp / "brats")}
+    samples = [s for sid, root in roots.items() for s in load_source(sid, root).samples]
+    tasks = [
+        {
+            "name": key,
+            "generator": key,
+            "category": "Sequence Grounding",
+            "task": key,
+            "quota": 3,
+            "params": {"n_images": 3} if key == "object_tracking" else {},
+        }
+        for key in TASK_KEYS
+    ]
+    recipe = Recipe.from_dict(
+        {
+            "name": "t",
+            "benchmark": "MedSG-test",
+            "seed": 1,
+            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
+            "tasks": tasks,
+        }
+    )
+    manifests = {k: get_source(k).manifest for k in roots}
+    out = tmp / "out"
+    result = generate_items(recipe, samples, manifests, progress=False, out_dir=out)
+    return result, {s.sample_id: s for s in samples}, roots, out
+
+
+def _png(out, ref):
+    img = cv2.imread(str(out / ref.removeprefix("generated://")), cv2.IMREAD_COLOR)
+    assert img is not None, ref
+    return cv2.cvtColor(img, cv2.COLOR_BGR2RGB)
+
+
+def _target(item) -> int:
+    return ORDINALS.index(re.search(r"of the (\w+) image \(", item.question).group(1))
+
+
+def _region_box(sample, label):
+    return mask_to_xyxy(resize_mask(region_mask(find_region(sample, label), sample), SIZE))
+
+
+def test_every_task_makes_items(build):
+    result, _, _, _ = build
+    made = {i.task for i in result.items}
+    assert made == set(TASK_KEYS), (made, result.dropped[:5])
+    for item in result.items:
+        assert 2 <= len(item.images) <= 6 and item.options == ()
+        x1, y1, x2, y2 = item.answer_bbox
+        assert 0 <= x1 < x2 <= SIZE and 0 <= y1 < y2 <= SIZE
+        assert item.answer == format_box(item.answer_bbox, "abs", SIZE, SIZE)
+        assert "{" not in item.question and item.coord_format == "abs"
+
+
+def test_answer_boxes_match_masks(build):
+    result, samples, roots, out = build
+    for item in result.items:
+        images = [_png(out, r) for r in item.images]
+        assert all(im.shape == (SIZE, SIZE, 3) for im in images)
+        box = tuple(item.answer_bbox)
+        target = _target(item)
+        if item.task == "Registered_Diff":
+            assert mask_to_xyxy(changed_mask(images[0], images[1])) == box
+            check_local_change(images[0], images[1], tuple(int(v) for v in box))
+        elif item.task == "patch":
+            which = re.search(r"the (\w+) (?:region|crop)", item.question).group(1)
+            k = ORDINALS.index(which)
+            x1, y1, x2, y2 = (int(v) for v in box)
+            crop = cv2.resize(images[0][y1:y2, x1:x2], (SIZE, SIZE), interpolation=cv2.INTER_LINEAR)
+            assert target == 0 and np.array_equal(crop, images[1 + k])
+        elif item.task in ("concept", "object_tracking", "crossmodal", "referring"):
+            sample = samples[item.sample_ids[-1 if item.task == "concept" else target]]
+            labels = [r.label for r in sample.regions]
+            assert any(_region_box(sample, lab) == box for lab in labels), item.task
+        elif item.task == "multi_view":
+            sample = samples[item.sample_ids[0]]
+            lab_path = roots[sample.source] / sample.attributes["label_volume"]
+            boxes = set()
+            for axis in ("coronal", "sagittal"):
+                for index in range(40):
+                    try:
+                        plane = load_label_slice(lab_path, axis, index)
+                    except Exception:
+                        break
+                    for v in np.unique(plane[plane > 0]):
+                        boxes.add(mask_to_xyxy(resize_mask(plane == v, SIZE)))
+            assert box in boxes
+
+
+def test_reference_boxes_are_drawn_red(build):
+    result, _, _, out = build
+    for item in result.items:
+        if item.task in ("multi_view", "object_tracking", "crossmodal"):
+            (shape,) = item.prompt_geometry
+            x1, y1, _, _ = (int(v) for v in shape.bbox)
+            assert tuple(_png(out, item.images[0])[y1, x1]) == (255, 0, 0)
+
+
+def test_non_registered_change_is_local_in_the_moved_frame():
+    rng = np.random.default_rng(3)
+    base = np.zeros((SIZE, SIZE, 3), np.uint8)
+    cv2.circle(base, (168, 168), 120, (90, 90, 90), -1)
+    for seed in range(5):
+        second, box, matrix = shifted_change(base, np.random.default_rng(seed))
+        moved = warp(base, matrix)
+        assert mask_to_xyxy(changed_mask(moved, second)) == box
+        check_local_change(moved, second, box)
+        assert not np.array_equal(moved, base)  # the second image really moved
+    assert rng is not None
+
+
+def test_referring_names_the_image(build):
+    result, _, _, _ = build
+    for item in result.items:
+        if item.task == "referring":
+            assert "<|object_ref_start|>" in item.question
+            assert item.gt.startswith(f"It's in the {ORDINALS[_target(item)]} image. ")
