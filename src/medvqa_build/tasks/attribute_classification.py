@@ -1,5 +1,10 @@
 """``attribute_classification``: the value of a per-sample attribute, e.g. the surgical phase
-of a video frame (EndoBench's Macro Phases Identification)."""
+of a video frame (EndoBench's Macro Phases Identification).
+
+Parameters: ``attribute`` (default ``phase``), ``values`` (only these answers), ``templates``.
+A multi-valued attribute (comma-separated, e.g. PSI-AVA's union of actions) feeds only the
+samples where it holds exactly one value.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,17 @@ from ..records import Sample
 from .base import TASKS, Candidate, TaskGenerator
 
 
+def single_value(raw: str | None) -> str | None:
+    """The one value of a possibly comma-separated attribute, or None (empty or several)."""
+    values = [v.strip() for v in (raw or "").split(",") if v.strip()]
+    return values[0] if len(values) == 1 else None
+
+
 @TASKS.register("attribute_classification")
 class AttributeClassification(TaskGenerator):
     name = "attribute_classification"
     needs = "a sample attribute named by params.attribute (e.g. phase)"
+    default_attribute = "phase"
     templates = (
         "Which surgical phase is shown in this frame?",
         "What phase of the procedure does this image belong to?",
@@ -21,9 +33,24 @@ class AttributeClassification(TaskGenerator):
         "Which stage of the surgery is shown here?",
     )
 
+    def __init__(self, params: dict | None = None):
+        super().__init__(params)
+        if "templates" in self.params:
+            self.templates = tuple(self.params["templates"])
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [{f"attribute:{params.get('attribute', cls.default_attribute)}"}]
+
     @property
     def attribute(self) -> str:
-        return str(self.params.get("attribute", "phase"))
+        return str(self.params.get("attribute", self.default_attribute))
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        return [Candidate(s, s.attributes[self.attribute]) for s in samples if self.attribute in s.attributes]
+        only = set(self.params.get("values", []))
+        out = []
+        for s in samples:
+            value = single_value(s.attributes.get(self.attribute))
+            if value is not None and (not only or value in only):
+                out.append(Candidate(s, value))
+        return out

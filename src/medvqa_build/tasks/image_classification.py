@@ -1,5 +1,12 @@
 """``image_classification``: which finding/class does the whole image show (EndoBench's
-identification tasks at the image level)."""
+identification tasks at the image level).
+
+Parameters: ``labels`` (only samples whose label is one of these), ``answer_map`` (label ->
+answer text, e.g. ``pylorus: stomach`` for organ identification; unmapped labels are skipped
+when a map is given), ``vocabulary`` (extra answer texts distractors may come from, e.g. the
+four digestive organs when a source shows only two), ``templates`` (5-8 paraphrases that
+replace the class's own).
+"""
 
 from __future__ import annotations
 
@@ -22,10 +29,28 @@ class ImageClassification(TaskGenerator):
         "What does this endoscopic view show?",
     )
 
+    def __init__(self, params: dict | None = None):
+        super().__init__(params)
+        if "templates" in self.params:
+            self.templates = tuple(self.params["templates"])
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        """Any one of these sets of sample fields feeds the task (see tasks/requirements.py)."""
+        return [{"labels"}]
+
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         only = set(self.params.get("labels", []))
-        return [
-            Candidate(s, s.labels[0])
-            for s in samples
-            if len(s.labels) == 1 and (not only or s.labels[0] in only)
-        ]
+        answer_map: dict[str, str] = dict(self.params.get("answer_map", {}))
+        out = []
+        for s in samples:
+            if len(s.labels) != 1 or (only and s.labels[0] not in only):
+                continue
+            if answer_map and s.labels[0] not in answer_map:
+                continue
+            out.append(Candidate(s, answer_map.get(s.labels[0], s.labels[0])))
+        return out
+
+    def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
+        extra = [str(v) for v in self.params.get("vocabulary", [])]
+        return sorted({c.truth for c in self.candidates(samples)} | set(extra))

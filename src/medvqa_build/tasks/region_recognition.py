@@ -1,12 +1,23 @@
 """``region_recognition``: what lies in a marked region (EndoBench's Region Recognition; the
-recipe's prompt level chooses box, contour, mask, point or coordinates in the text)."""
+recipe's prompt level chooses box, contour, mask, point or coordinates in the text).
+
+``params.labels`` keeps only those region labels; ``params.vocabulary`` adds answer texts
+distractors may come from. At the ``multi`` level (EndoBench's Mul) the target and up to
+three other regions of the image are outlined in distinct colours and the question names the
+target's colour; when the image has no other region, boxes of about the target's size
+elsewhere fill the prompt up to ``params.min_marks`` (default 2). The target's colour is
+drawn at random.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..records import Sample
-from .base import TASKS, Candidate, TaskGenerator
+from ..geometry import iou
+from ..records import DrawnShape, Item, Sample
+from .base import TASKS, Candidate, GenContext, TaskGenerator
+from .common import choice_item, distractor_boxes, region_candidates, sampled_distractors
+from .region_selection import COLOR_NAMES
 
 
 @TASKS.register("region_recognition")
@@ -29,10 +40,60 @@ class RegionRecognition(TaskGenerator):
         "What is shown in the region {box}?",
     )
 
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        if prompt_level in ("contour", "mask"):
+            return [{"regions", "masks"}]
+        return [{"regions"}]
+
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        out = []
-        for s in samples:
-            for k, region in enumerate(s.regions):
-                if region.bbox is not None:
-                    out.append(Candidate(s, region.label, region, k))
-        return out
+        return region_candidates(samples, self.params.get("labels", ()))
+
+    def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
+        """Region labels of ``samples`` plus ``params.vocabulary`` (extra distractor answers for
+        sources with fewer than ``n_options`` classes, e.g. polyp-only segmentation sets)."""
+        extra = {str(v) for v in self.params.get("vocabulary", [])}
+        return sorted({c.truth for c in self.candidates(samples)} | extra)
+
+    def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
+        if ctx.spec.prompt_level != "multi" or cand.region is None:
+            return super().make_item(cand, ctx, index)
+        marks = self._multi_marks(cand, ctx)  # may raise ItemProblem: before any slot is taken
+        negatives = sampled_distractors(cand, ctx, cand.truth, ctx.spec.n_options)
+        colours = [COLOR_NAMES[i] for i in ctx.rng.permutation(len(COLOR_NAMES))]
+        shapes = [
+            DrawnShape(image_index=0, kind="box", label=label, color=c, bbox=tuple(box))
+            for c, (label, box) in zip(colours, marks, strict=False)
+        ]
+        shapes = [shapes[i] for i in ctx.rng.permutation(len(shapes))]  # drawing order
+        question, template_id = self.question(cand, index, colours[0], "multi")
+        return choice_item(
+            cand,
+            ctx,
+            cand.truth,
+            negatives.candidates,
+            question,
+            template_id,
+            negatives.strategy,
+            negatives.pool_size,
+            prompt_geometry=tuple(shapes),
+        )
+
+    def _multi_marks(self, cand: Candidate, ctx: GenContext) -> list[tuple[str | None, tuple]]:
+        """The target first, then other regions clear of it, then filler boxes if needed."""
+        max_iou = float(self.params.get("max_iou", 0.1))
+        target = cand.region.bbox
+        marks: list[tuple[str | None, tuple]] = [(cand.region.label, target)]
+        for k, r in enumerate(cand.sample.regions):
+            if len(marks) == len(COLOR_NAMES):
+                break
+            if (
+                k != cand.region_index
+                and r.bbox is not None
+                and all(iou(r.bbox, b) < max_iou for _, b in marks)
+            ):
+                marks.append((r.label, r.bbox))
+        need = int(self.params.get("min_marks", 2)) - len(marks)
+        if need > 0:
+            marks += [(None, b) for b in distractor_boxes(cand, ctx, need, self.params)]
+        return marks

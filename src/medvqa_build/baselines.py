@@ -1,0 +1,167 @@
+"""The random-guess baseline a build implies, next to EndoBench's published random row.
+
+A uniform guess on an item with ``n`` options is right with probability ``1/n``; a task's
+expected random accuracy is the mean of that over its items. A multi-select item (answer
+``A,C``) scored by exact match is taken as a uniform guess among the ``2**n - 1`` non-empty
+subsets of its options. EndoBench's published random row was *measured* (one random run), so
+it carries sampling noise: its standard error is ``sqrt(p (1 - p) / N)`` with ``N`` EndoBench's
+item count for the task, and a rebuild agrees with it when the two differ by at most two
+standard errors. All accuracies here are in percent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from .records import Item
+
+# EndoBench Table 1, "Random" row (reference/endobench.md 4.1), percent.
+ENDOBENCH_RANDOM: dict[str, float] = {
+    "Landmark Identification": 23.68,
+    "Organ Identification": 24.64,
+    "Lesion Quantification": 23.25,
+    "Lesion Type Identification": 15.98,
+    "Lesion Severity Grading": 15.48,
+    "Preoperative Assessment": 50.00,
+    "Macro Phases Identification": 25.61,
+    "Micro Operation Analysis": 27.78,
+    "Instrument Management": 33.33,
+    "Visual Grounding": 28.10,
+    "Region Selection": 22.63,
+    "Region Recognition": 24.26,
+}
+
+ENDOBENCH_ABBREVIATIONS: dict[str, str] = {
+    "Landmark Identification": "LI",
+    "Organ Identification": "OI",
+    "Lesion Quantification": "LQ",
+    "Lesion Type Identification": "LT",
+    "Lesion Severity Grading": "LS",
+    "Preoperative Assessment": "PA",
+    "Macro Phases Identification": "MP",
+    "Micro Operation Analysis": "MO",
+    "Instrument Management": "IM",
+    "Visual Grounding": "VG",
+    "Region Selection": "RS",
+    "Region Recognition": "RR",
+}
+
+# EndoBench's items per task: the TSV shares of 6,832 (reference/endobench.md 1.2), rounded so
+# each category adds up to its verified count (Anatomy 1,043, Lesion 1,575, Surgery 1,801,
+# Spatial 2,413). recipes/endobench.yaml uses the same numbers as quotas.
+ENDOBENCH_TASK_ITEMS: dict[str, int] = {
+    "Landmark Identification": 626,
+    "Organ Identification": 417,
+    "Lesion Quantification": 321,
+    "Lesion Type Identification": 1061,
+    "Lesion Severity Grading": 193,
+    "Preoperative Assessment": 102,
+    "Macro Phases Identification": 738,
+    "Micro Operation Analysis": 668,
+    "Instrument Management": 293,
+    "Visual Grounding": 670,
+    "Region Selection": 430,
+    "Region Recognition": 1313,
+}
+
+
+def item_chance(item: Item) -> float:
+    """Probability that a uniform random guess answers ``item`` right (0..1)."""
+    n = len(item.options)
+    if n == 0:
+        return 0.0
+    if "," in item.answer:
+        return 1.0 / (2**n - 1)
+    return 1.0 / n
+
+
+def random_baseline(items: Sequence[Item], key: str = "task") -> dict[str, float]:
+    """Expected accuracy (percent) of random guessing per ``key`` (task, subtask, ...)."""
+    chances: dict[str, list[float]] = defaultdict(list)
+    for item in items:
+        chances[str(getattr(item, key))].append(item_chance(item))
+    return {k: 100.0 * sum(v) / len(v) for k, v in sorted(chances.items())}
+
+
+def standard_error(accuracy_pct: float, n_items: int) -> float:
+    """Standard error (percent) of an accuracy measured on ``n_items`` items."""
+    p = accuracy_pct / 100.0
+    return 100.0 * math.sqrt(p * (1.0 - p) / n_items) if n_items > 0 else math.inf
+
+
+def baseline_rows(
+    items: Sequence[Item],
+    published: Mapping[str, float] = ENDOBENCH_RANDOM,
+    published_items: Mapping[str, int] = ENDOBENCH_TASK_ITEMS,
+    abbreviations: Mapping[str, str] = ENDOBENCH_ABBREVIATIONS,
+) -> list[dict]:
+    """One row per task: ours, the published random accuracy, its standard error, and whether
+    ours lies within two standard errors. Tasks only one side has get ``None`` where unknown."""
+    ours = random_baseline(items)
+    counts: dict[str, int] = defaultdict(int)
+    options: dict[str, set[int]] = defaultdict(set)
+    for item in items:
+        counts[item.task] += 1
+        options[item.task].add(len(item.options))
+    rows = []
+    for task in list(published) + sorted(t for t in ours if t not in published):
+        mine, theirs = ours.get(task), published.get(task)
+        se = (
+            standard_error(theirs, published_items[task])
+            if theirs is not None and task in published_items
+            else None
+        )
+        diff = None if mine is None or theirs is None else mine - theirs
+        rows.append(
+            {
+                "task": task,
+                "abbreviation": abbreviations.get(task, ""),
+                "items": counts.get(task, 0),
+                "options": sorted(options.get(task, ())),
+                "random_expected": mine,
+                "published_random": theirs,
+                "published_items": published_items.get(task),
+                "standard_error": se,
+                "difference": diff,
+                "within_2se": None if diff is None or se is None else abs(diff) <= 2 * se,
+            }
+        )
+    return rows
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_baseline_table(rows: Sequence[dict]) -> str:
+    """Markdown table of :func:`baseline_rows` for the build report and the dataset card."""
+    lines = [
+        "| task | abbr. | items | options | random (expected) | EndoBench random "
+        "| EndoBench items | 2 SE | difference | within 2 SE |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        se2 = None if r["standard_error"] is None else 2 * r["standard_error"]
+        within = {True: "yes", False: "**no**", None: "-"}[r["within_2se"]]
+        opts = "/".join(str(n) for n in r["options"]) or "-"
+        lines.append(
+            f"| {r['task']} | {r['abbreviation'] or '-'} | {r['items']} | {opts} | "
+            f"{_fmt(r['random_expected'])} | {_fmt(r['published_random'])} | "
+            f"{r['published_items'] if r['published_items'] is not None else '-'} | {_fmt(se2)} | "
+            f"{_fmt(r['difference'])} | {within} |"
+        )
+    return "\n".join(lines)
+
+
+__all__ = [
+    "ENDOBENCH_ABBREVIATIONS",
+    "ENDOBENCH_RANDOM",
+    "ENDOBENCH_TASK_ITEMS",
+    "baseline_rows",
+    "format_baseline_table",
+    "item_chance",
+    "random_baseline",
+    "standard_error",
+]

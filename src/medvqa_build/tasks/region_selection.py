@@ -1,0 +1,81 @@
+"""``region_selection``: four boxes in red, blue, yellow and green, one around the finding;
+"which box shows the <finding>?" with the four colour names as options (EndoBench's Region
+Selection). The three other boxes have about the target's size and overlap neither it nor any
+other annotated region (IoU below ``params.max_iou``), so exactly one box holds the finding.
+
+The question never names a colour; the target's colour is drawn at random and the answer
+letter comes from the task's balanced slots, so colour and letter are independent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..records import DrawnShape, Item, Sample
+from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from .common import choice_item, distractor_boxes, region_candidates, templated
+
+COLOR_NAMES = ("red", "blue", "yellow", "green")  # render.COLORS, in EndoBench's option words
+
+
+@TASKS.register("region_selection")
+class RegionSelection(TaskGenerator):
+    name = "region_selection"
+    needs = "regions with a box"
+    templates = (
+        "Which of the marked boxes contains the {finding} in this endoscopic image?",
+        "Four regions are outlined in this image. Which one shows the {finding}?",
+        "Select the outlined area that corresponds to the {finding}.",
+        "In which of the highlighted boxes is the {finding} located?",
+        "Which outlined region in this image contains the {finding}? Answer with the box's colour.",
+        "The image shows four outlined areas. Which of them marks the {finding}?",
+    )
+
+    def __init__(self, params: dict | None = None):
+        super().__init__(params)
+        if "templates" in self.params:
+            self.templates = tuple(self.params["templates"])
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [{"regions"}]
+
+    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
+        return region_candidates(samples, self.params.get("labels", ()))
+
+    def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
+        return list(COLOR_NAMES)
+
+    def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
+        if cand.region is None or cand.region.bbox is None:
+            raise ItemProblem("region selection needs a region box")
+        boxes = distractor_boxes(cand, ctx, len(COLOR_NAMES) - 1, self.params)
+        colours = [COLOR_NAMES[i] for i in ctx.rng.permutation(len(COLOR_NAMES))]
+        target, others = colours[0], colours[1:]
+        shapes = [
+            DrawnShape(
+                image_index=0,
+                kind="box",
+                label=cand.region.label,
+                color=target,
+                bbox=cand.region.bbox,
+            )
+        ]
+        shapes += [
+            DrawnShape(image_index=0, kind="box", color=c, bbox=tuple(b))
+            for c, b in zip(others, boxes, strict=True)
+        ]
+        shapes = [shapes[i] for i in ctx.rng.permutation(len(shapes))]  # drawing order
+        question, template_id = templated(self, index, finding=cand.region.label)
+        return choice_item(
+            cand,
+            ctx,
+            target,
+            others,
+            question,
+            template_id,
+            "similar_size_boxes",
+            gt=target,
+            prompt_level="multi",
+            prompt_geometry=tuple(shapes),
+        )

@@ -1,0 +1,66 @@
+"""``visual_grounding``: "where is the <finding>?" with four coordinate strings as options, the
+target's box and three boxes of about its size that overlap neither it nor any other annotated
+region (EndoBench's Visual Grounding). The image is shown clean; the boxes are written in the
+recipe's ``coord_format`` (EndoBench: ``abs``, "[x1, y1, x2, y2]" in pixels)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..geometry import format_box
+from ..records import Item, Sample
+from ..render import COORD_HINTS
+from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from .common import choice_item, distractor_boxes, region_candidates, templated
+
+
+@TASKS.register("visual_grounding")
+class VisualGrounding(TaskGenerator):
+    name = "visual_grounding"
+    needs = "regions with a box"
+    n_options = 4
+    templates = (
+        "Where is the {finding} located in this endoscopic image?",
+        "Which bounding box encloses the {finding} in this image?",
+        "Locate the {finding} in this image.",
+        "Give the bounding box of the {finding} visible in this endoscopy image.",
+        "Which region of this image contains the {finding}?",
+        "Find the {finding} in this image and select its bounding box.",
+    )
+
+    def __init__(self, params: dict | None = None):
+        super().__init__(params)
+        if "templates" in self.params:
+            self.templates = tuple(self.params["templates"])
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [{"regions"}]
+
+    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
+        return region_candidates(samples, self.params.get("labels", ()))
+
+    def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
+        if cand.region is None or cand.region.bbox is None:
+            raise ItemProblem("visual grounding needs a region box")
+        s, fmt = cand.sample, ctx.spec.coord_format
+        boxes = distractor_boxes(cand, ctx, self.n_options - 1, self.params)
+        try:
+            truth = format_box(cand.region.bbox, fmt, s.width, s.height)
+            others = [format_box(b, fmt, s.width, s.height) for b in boxes]
+        except ValueError as exc:
+            raise ItemProblem(f"cannot write the box: {exc}") from None
+        question, template_id = templated(self, index, finding=cand.region.label)
+        return choice_item(
+            cand,
+            ctx,
+            truth,
+            others,
+            f"{question} {COORD_HINTS[fmt]}",
+            template_id,
+            "similar_size_boxes",
+            gt=truth,
+            answer_bbox=cand.region.bbox,
+            coord_format=fmt,
+            prompt_level="image",
+        )
