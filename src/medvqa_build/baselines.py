@@ -67,21 +67,31 @@ ENDOBENCH_TASK_ITEMS: dict[str, int] = {
 }
 
 
-def item_chance(item: Item) -> float:
-    """Probability that a uniform random guess answers ``item`` right (0..1)."""
+def item_chance(item: Item, multi_select: bool | None = None) -> float:
+    """Probability that a uniform random guess answers ``item`` right (0..1). A multi-select
+    question is one of 2^n - 1 non-empty subsets even when its answer has one letter, so the
+    caller says whether the task is multi-select (default: the answer has several letters)."""
+    from .scoring import random_baseline as chance
+
     n = len(item.options)
     if n == 0:
         return 0.0
-    if "," in item.answer:
-        return 1.0 / (2**n - 1)
-    return 1.0 / n
+    multi = "," in item.answer if multi_select is None else multi_select
+    return chance(n, multi_select=multi)
+
+
+def multi_select_tasks(items: Sequence[Item], key: str = "task") -> set[str]:
+    """Groups in which any answer has several letters: all their items are multi-select."""
+    return {str(getattr(i, key)) for i in items if "," in i.answer}
 
 
 def random_baseline(items: Sequence[Item], key: str = "task") -> dict[str, float]:
     """Expected accuracy (percent) of random guessing per ``key`` (task, subtask, ...)."""
     chances: dict[str, list[float]] = defaultdict(list)
+    multi = multi_select_tasks(items, key)
     for item in items:
-        chances[str(getattr(item, key))].append(item_chance(item))
+        group = str(getattr(item, key))
+        chances[group].append(item_chance(item, group in multi))
     return {k: 100.0 * sum(v) / len(v) for k, v in sorted(chances.items())}
 
 

@@ -66,16 +66,10 @@ def random_baseline(n_options: int, multi_select: bool = False) -> float:
 
 
 def random_baselines(items) -> dict[str, float]:
-    """Per task: mean random-guess accuracy over its items (multi-select when the answer has
-    several letters anywhere in the task)."""
-    by_task: dict[str, list] = {}
-    for item in items:
-        by_task.setdefault(item.task, []).append(item)
-    out = {}
-    for task, group in sorted(by_task.items()):
-        multi = any("," in i.answer for i in group)
-        out[task] = sum(random_baseline(len(i.options), multi) for i in group) / len(group)
-    return out
+    """Per task: mean random-guess accuracy (fraction) over its items; see :mod:`baselines`."""
+    from .baselines import random_baseline as percent
+
+    return {task: value / 100.0 for task, value in percent(items).items()}
 
 
 def expected_random_f1(n_options: int, n_true: int) -> float:

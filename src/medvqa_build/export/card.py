@@ -45,13 +45,16 @@ def _cross_table(items: Sequence[Item], row_key, col_key, row_title: str) -> lis
 
 
 def random_baselines(items: Sequence[Item]) -> dict[str, float | None]:
-    """Per task, the expected accuracy of a uniform guess: the mean of 1/n_options
-    (``None`` for a task of box answers, where it is not defined)."""
+    """Per task, the expected accuracy of a uniform guess (multi-select: one of the 2^n - 1
+    non-empty subsets); ``None`` for a task of open box answers, where it is not defined."""
+    from ..baselines import item_chance, multi_select_tasks
+
     per: dict[str, list[float]] = {}
+    multi = multi_select_tasks(items)
     for item in items:
         per.setdefault(item.task, [])
         if item.options:
-            per[item.task].append(1.0 / len(item.options))
+            per[item.task].append(item_chance(item, item.task in multi))
     return {t: (sum(v) / len(v) if v else None) for t, v in sorted(per.items())}
 
 
