@@ -90,13 +90,14 @@ def _cmd_run(args) -> int:
 
 def _cmd_validate(args) -> int:
     from .pipeline import open_build
-    from .validate import check_items
+    from .validate import validate_build
 
-    items, resolve, _ = open_build(args.dir)
-    problems = check_items(items, resolve)
+    items, _, _ = open_build(args.dir)
+    report_dir = Path(args.dir) / "validation"
+    problems = validate_build(args.dir, report_dir=report_dir)
     for p in problems[:50]:
         print(f"{p.item_id}: [{p.check}] {p.message}")
-    print(f"{len(items)} items checked, {len(problems)} problem(s)")
+    print(f"{len(items)} items checked, {len(problems)} problem(s); report: {report_dir}")
     return 1 if problems else 0
 
 
@@ -104,11 +105,11 @@ def _cmd_export(args) -> int:
     from .export import EXPORTERS, ExportContext
     from .pipeline import open_build
     from .sources import get_source
-    from .validate import check_items
+    from .validate import validate_build
 
     exporter = EXPORTERS.get(args.format, where="--format")
     items, resolve, recipe = open_build(args.dir)
-    problems = check_items(items, resolve)
+    problems = validate_build(args.dir)
     if problems and not args.force:
         raise ValidationFailed(f"build has {len(problems)} validation problem(s); not exported",
                                where=args.dir,
@@ -217,6 +218,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="push even if the build failed validation")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_push)
+    from .review.cli import add_review_commands
+
+    add_review_commands(sub)
     return parser
 
 

@@ -38,10 +38,11 @@ def embed_stage(
     convert_fps,
     stages: list[StageResult],
     progress: bool,
+    force: bool = False,
 ) -> dict[str, np.ndarray] | None:
     """``sample_id -> vector`` for every sample that could be decoded, or ``None`` when no task
     needs embeddings. Samples that cannot be decoded are listed in ``unembedded.json``."""
-    if not needs_embeddings(recipe):
+    if not (force or needs_embeddings(recipe)):
         return None
     from .negatives import embed_with_cache, make_embedder
 

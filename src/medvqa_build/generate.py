@@ -122,13 +122,11 @@ def generate_items(
             out_dir=out_dir,
             pool=tuple(pool_samples),
         )
-        made = 0
-        bar = tqdm(
-            total=spec.quota, desc=f"generate {spec.name}", disable=not progress, leave=False
-        )
+        made, quota = 0, recipe.quota(spec)
+        bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not progress, leave=False)
         visual = getattr(sampler, "needs_embeddings", False)
         for cand in _round_robin(gen.candidates(pool_samples), rng):
-            if made >= spec.quota:
+            if made >= quota:
                 break
             if visual and cand.sample.sample_id not in embeddings:
                 result.dropped.append(
@@ -152,6 +150,6 @@ def generate_items(
             made += 1
             bar.update()
         bar.close()
-        if made < spec.quota:
-            result.shortfall[spec.name] = spec.quota - made
+        if made < quota:
+            result.shortfall[spec.name] = quota - made
     return result

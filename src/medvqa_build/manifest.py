@@ -50,6 +50,9 @@ class SourceManifest(BaseModel):
     # canonical image label -> scene, for sources that span scenes (Kvasir: z-line is gastroscopy)
     scene_map: dict[str, str] = Field(default_factory=dict)
     ontology: dict[str, Any] = Field(default_factory=dict)
+    # what the source's samples carry (labels, regions, masks, attribute:phase, ...); empty =
+    # inferred from the layouts (medvqa_build.tasks.requirements)
+    provides: list[str] = Field(default_factory=list)
     parts: list[LayoutPart]
 
     @field_validator("id")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .convert import scan_source, write_convert_result
+from .curate import assign_splits, curate_samples, duplicate_groups, parse_curate_spec
 from .embed_stage import embed_stage
 from .errors import RecipeError, SourceError, ValidationFailed
 from .export import EXPORTERS, ExportContext
@@ -32,7 +33,7 @@ from .report import difficulty, write_report
 from .runner import StageResult, run_stage, stage_done, tree_fingerprint
 from .schema import read_items, read_samples, write_items
 from .sources import get_source
-from .validate import Problem, check_items
+from .validate import Problem, run_rules, write_validation_report
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def _without_missing(recipe: Recipe, roots: dict[str, Path]) -> tuple[Recipe, di
         if task["sources"]:
             task["sources"] = [s for s in task["sources"] if s in roots]
             if not task["sources"]:
-                skipped[task["name"]] = task["quota"]
+                skipped[task["name"]] = max(1, round(task["quota"] * recipe.quota_scale))
                 continue
         kept.append(task)
     data["tasks"] = kept
@@ -216,7 +217,22 @@ def build(
 
     # -- embed (only when a task uses visual negatives) -------------------------------------
     convert_fps = [s.fingerprint for s in stages]
-    embeddings = embed_stage(recipe, out, samples, roots, convert_fps, stages, progress)
+    curate_spec = parse_curate_spec(recipe.curate) if recipe.curate else None
+    embeddings = embed_stage(
+        recipe,
+        out,
+        samples,
+        roots,
+        convert_fps,
+        stages,
+        progress,
+        force=bool(curate_spec and curate_spec.needs_embeddings),
+    )
+
+    # -- curate (only with a curate section): dedup and selection ------------------------------
+    curate_report: dict = {}
+    if curate_spec is not None:
+        samples, curate_report, cur = _curate_stage(recipe, out, samples, embeddings, roots, stages)
 
     # -- generate --------------------------------------------------------------------------
     gen_inputs = {
@@ -224,14 +240,20 @@ def build(
         "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
         "seed": recipe.seed,
         "benchmark": recipe.benchmark,
-        "embed": stages[-1].fingerprint if embeddings is not None else None,
+        "embed": next((s.fingerprint for s in stages if s.name == "embed"), None),
+        "curate": next((s.fingerprint for s in stages if s.name == "curate"), None),
     }
 
     def do_generate(d: Path) -> dict:
         result = generate_items(
             recipe, samples, manifests, progress=progress, embeddings=embeddings, out_dir=d
         )
-        write_items(result.items, d / "items.parquet")
+        items = result.items
+        if curate_spec is not None and curate_spec.split is not None:
+            items = assign_splits(
+                recipe.curate, items, {s.sample_id: s for s in samples}, recipe.seed
+            )
+        write_items(items, d / "items.parquet")
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
         return {
             "items": len(result.items),
@@ -284,7 +306,13 @@ def build(
 
     # -- validate --------------------------------------------------------------------------
     def do_validate(d: Path) -> dict:
-        problems = check_items(items, resolve)
+        problems = run_rules(
+            items,
+            {s.sample_id: s for s in samples},
+            manifests,
+            resolve,
+            duplicate_groups=duplicate_groups(curate_report),
+        )
         problems += [
             Problem(p.split(":", 1)[0], "alignment", p)
             for p in json.loads((ren.path / "alignment.json").read_text())
@@ -292,10 +320,15 @@ def build(
         (d / "problems.json").write_text(
             json.dumps([p.to_dict() for p in problems], indent=2) + "\n"
         )
+        write_validation_report(
+            problems, d / "validation.json", d / "validation.md", items_checked=len(items)
+        )
         return {"problems": len(problems), "failed": bool(problems)}
 
-    val = run_stage(out, "validate", "items", {"render": ren.fingerprint}, do_validate)
+    val = run_stage(out, "validate", "items", {"render": ren.fingerprint, "v": 2}, do_validate)
     stages.append(val)
+    for name in ("validation.json", "validation.md"):
+        shutil.copyfile(val.path / name, out / name)
     if val.stats["failed"] and not force_export:
         write_report(
             out, recipe, stages, source_counts, quarantine, gen, val, items, {}, None, missing
@@ -352,6 +385,26 @@ def build(
         missing,
     )
     return BuildResult(out, recipe, samples, items, report, stages)
+
+
+def _curate_stage(recipe, out, samples, embeddings, roots, stages):
+    """Dedup and selection over the converted samples; ``(kept samples, report, stage)``."""
+    inputs = {
+        "samples": [s.fingerprint for s in stages if s.name in ("convert", "embed")],
+        "curate": recipe.curate,
+        "seed": recipe.seed,
+    }
+
+    def do_curate(d: Path) -> dict:
+        kept, report = curate_samples(recipe.curate, samples, embeddings, roots, recipe.seed)
+        (d / "curate.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+        return {"input": report["input"], "kept": report["kept"], "removed": len(report["removed"])}
+
+    st = run_stage(out, "curate", "samples", inputs, do_curate)
+    stages.append(st)
+    report = json.loads((st.path / "curate.json").read_text())
+    removed = {r["sample_id"] for r in report["removed"]}
+    return [s for s in samples if s.sample_id not in removed], report, st
 
 
 def _scan_one(args: tuple[str, Path, str]):

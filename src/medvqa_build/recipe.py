@@ -124,6 +124,8 @@ class Recipe(_Strict):
     name: str
     benchmark: str
     seed: int = 0
+    # multiplies every task's quota (e.g. 0.1 builds a tenth of EndoBench from what you have)
+    quota_scale: float = Field(1.0, gt=0)
     # image embedder for visual hard negatives: "offline", "open_clip:ViT-B-32/openai",
     # {"open_clip": {"model_name": ..., "pretrained": "/path/ckpt.pt"}} (docs/negatives.md)
     embedder: str | dict[str, Any] = "offline"
@@ -188,6 +190,7 @@ class Recipe(_Strict):
         from .negatives import SAMPLERS
         from .sources import all_sources
         from .tasks import TASKS
+        from .tasks.requirements import check_task_sources
 
         known = all_sources()
         for i, s in enumerate(self.sources):
@@ -197,6 +200,7 @@ class Recipe(_Strict):
                     where=where,
                     fix="use one of: " + ", ".join(sorted(known)),
                 )
+        manifests = {s.id: known[s.id].manifest for s in self.sources}
         for i, t in enumerate(self.tasks):
             for key, registry, value in (
                 ("generator", TASKS, t.generator),
@@ -210,6 +214,13 @@ class Recipe(_Strict):
                         where=where,
                         fix="use one of: " + ", ".join(registry.names()),
                     ) from None
+            reason = check_task_sources(t, manifests)
+            if reason:
+                raise RecipeError(
+                    f"tasks.{i} ({t.name}): {reason}",
+                    where=where,
+                    fix="point the task at sources with that annotation (tasks[].sources)",
+                )
 
     def resolved_root(self, spec: SourceSpec) -> Path | None:
         """The source root with ``$VAR``/``${VAR}`` expanded; an unset variable is an error."""
@@ -222,6 +233,10 @@ class Recipe(_Strict):
                 fix="export the variable or put the path in the recipe",
             )
         return Path(expanded).expanduser()
+
+    def quota(self, spec: TaskSpec) -> int:
+        """A task's quota after ``quota_scale`` (at least 1)."""
+        return max(1, round(spec.quota * self.quota_scale))
 
     def fingerprint(self, *parts: Any) -> str:
         return fingerprint(self.model_dump(mode="json"), *parts)

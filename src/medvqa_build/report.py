@@ -33,6 +33,15 @@ def difficulty(items: list[Item], samples: list[Sample], embeddings) -> dict:
     }
 
 
+def _baselines(recipe, items: list[Item]) -> list[dict]:
+    """Expected accuracy of random guessing per task (percent), beside EndoBench's published
+    random row when the build is an EndoBench rebuild."""
+    from .baselines import ENDOBENCH_RANDOM, baseline_rows
+
+    published = ENDOBENCH_RANDOM if recipe.benchmark == "EndoBench" else {}
+    return baseline_rows([i for i in items if i.split in (None, "test")], published=published)
+
+
 def write_report(
     out,
     recipe,
@@ -67,6 +76,7 @@ def write_report(
             {"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused}
             for s in stages
         ],
+        "random_baseline": _baselines(recipe, items),
         "difficulty": difficulty or {},
         "exports": checksums,
     }
@@ -91,6 +101,15 @@ def write_report(
         f"Validation problems: {val.stats['problems']}.",
         "",
     ]
+    if report["random_baseline"]:
+        from .baselines import format_baseline_table
+
+        lines += [
+            "## Random-guess baseline",
+            "",
+            format_baseline_table(report["random_baseline"]),
+            "",
+        ]
     if difficulty:
         from .negatives import format_difficulty
 

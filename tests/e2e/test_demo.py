@@ -137,7 +137,8 @@ def test_validate_catches_a_broken_build(builds, tmp_path, capsys):
     rendered.write_bytes(rendered.read_bytes()[:100])
     assert main(["validate", str(broken)]) == 1
     out = capsys.readouterr().out
-    assert "not a readable image" in out and "1 problem" not in out
+    assert "[image-decodes]" in out and "not a readable image" in out and "1 problem(s)" in out
+    assert (broken / "validation" / "validation.json").is_file()
 
 
 def test_report_has_difficulty_per_strategy(builds):

@@ -85,8 +85,7 @@ def test_cli_missing_recipe_and_missing_root(tmp_path, demo, capsys):
     assert main(["run", str(tmp_path / "none.yaml")]) == 2
     assert "recipe file not found" in capsys.readouterr().err
     demo["sources"] = [{"id": "kvasir", "root": str(tmp_path / "absent")}]
-    for t in demo["tasks"]:
-        t.pop("where", None)
+    demo["tasks"] = [dict(demo["tasks"][0], where={})]  # kvasir has image labels only
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(demo))
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
@@ -97,7 +96,22 @@ def test_cli_missing_recipe_and_missing_root(tmp_path, demo, capsys):
 def test_unset_environment_variable_in_root(tmp_path, demo, capsys, monkeypatch):
     monkeypatch.delenv("KVASIR_ROOT", raising=False)
     demo["sources"] = [{"id": "kvasir", "root": "${KVASIR_ROOT}"}]
+    demo["tasks"] = [dict(demo["tasks"][0], where={})]
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(demo))
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
     assert "root ${KVASIR_ROOT} uses an unset environment variable" in capsys.readouterr().err
+
+
+def test_task_its_sources_cannot_feed_is_rejected_at_load(demo):
+    data = copy.deepcopy(demo)
+    data["sources"] = [{"id": "kvasir", "root": "/data/kvasir"}]
+    data["tasks"] = [dict(data["tasks"][2], where={})]  # region recognition needs regions
+    with pytest.raises(RecipeError) as err:
+        Recipe.from_dict(data, where="demo.yaml")
+    assert "tasks.0 (region-box)" in str(err.value) and "needs regions" in str(err.value)
+
+
+def test_quota_scale(demo):
+    recipe = Recipe.from_dict(copy.deepcopy(demo), ["quota_scale=0.1"])
+    assert [recipe.quota(t) for t in recipe.tasks] == [8, 4, 6, 3, 3, 4]

@@ -176,7 +176,8 @@ class TaskGenerator:
         """What the render stage should draw (planned; the renderer records what it drew)."""
         if level == "image" or candidate.region is None:
             return ()
-        kinds = {"box": "box", "contour": "contour", "mask": "mask", "point": "point", "coord": "text"}
+        kinds = {"box": "box", "contour": "contour", "mask": "mask", "point": "point",
+                 "multi": "box", "coord": "text"}
         kind = kinds[level]
         return (
             DrawnShape(
