@@ -82,6 +82,7 @@ def generate_items(
     progress: bool = True,
     embeddings: dict[str, np.ndarray] | None = None,
     out_dir: Path | None = None,
+    roots: dict[str, Path] | None = None,
 ) -> GenerateResult:
     """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
     visual negative strategies; ``out_dir`` receives images a task synthesises."""
@@ -121,6 +122,7 @@ def generate_items(
             manifests=manifests,
             out_dir=out_dir,
             pool=tuple(pool_samples),
+            roots=dict(roots or {}),
         )
         made, quota = 0, recipe.quota(spec)
         bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not progress, leave=False)

@@ -246,7 +246,13 @@ def build(
 
     def do_generate(d: Path) -> dict:
         result = generate_items(
-            recipe, samples, manifests, progress=progress, embeddings=embeddings, out_dir=d
+            recipe,
+            samples,
+            manifests,
+            progress=progress,
+            embeddings=embeddings,
+            out_dir=d,
+            roots=roots,
         )
         items = result.items
         if curate_spec is not None and curate_spec.split is not None:

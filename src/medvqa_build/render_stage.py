@@ -67,7 +67,10 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
     try:
         clean = _load(item.images[0], job)
         extra = _materialise_others(item, job)
-        rs = fit_max_side(clean.shape[0], clean.shape[1], spec.max_side)
+        # multi-image items keep their size: their geometry spans several images
+        rs = fit_max_side(
+            clean.shape[0], clean.shape[1], spec.max_side if len(item.images) == 1 else None
+        )
         clean = rs.image(clean)
         marks = [
             Mark(region=rs.region(_shape_region(s), root), color=s.color or "red") for s in planned
@@ -90,6 +93,8 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
     changes: dict = {"prompt_geometry": result.shapes}
     if item.answer_bbox is not None:
         changes["answer_bbox"] = rs.box(item.answer_bbox)
+        if not rs.is_identity and item.coord_format and item.options:
+            changes.update(_rescaled_box_options(item, rs, clean.shape[:2]))
     if "{box}" in item.question and result.shapes and result.shapes[0].bbox is not None:
         h, w = result.image.shape[:2]
         box_text = coord_text(result.shapes[0].bbox, item.coord_format or "abs", w, h)
@@ -105,6 +110,21 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
     data = encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
     write_bytes_atomic(job.out / rel, data)
     return Rendered(item.replace(images=(render_ref(rel),) + extra, **changes), None, problems)
+
+
+def _rescaled_box_options(item: Item, rs, size_hw: tuple[int, int]) -> dict:
+    """Coordinate options (visual grounding) rewritten in the resized image's pixels."""
+    from .geometry import format_box, parse_box
+
+    h0, w0 = rs.src_hw
+    h, w = size_hw
+
+    def rescale(text: str) -> str:
+        box = parse_box(text, item.coord_format, w0, h0)
+        return format_box(rs.box(box), item.coord_format, w, h)
+
+    options = tuple(rescale(o) for o in item.options)
+    return {"options": options, "gt": rescale(item.gt)}
 
 
 def _load(ref: str, job: RenderJob):

@@ -43,7 +43,8 @@ def _letters(ax, items: Sequence[Item]) -> None:
     )
     ax.invert_yaxis()
     ax.set_title("answer letters per task", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="answer")
+    if ax.get_legend_handles_labels()[0]:  # grounding-only builds have no answer letters
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="answer")
 
 
 def card_plots(items: Sequence[Item]) -> dict[str, bytes]:

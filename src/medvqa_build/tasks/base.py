@@ -64,6 +64,7 @@ class GenContext:
     manifests: dict[str, SourceManifest]
     out_dir: Path | None = None  # where synthesised images go (``generated://`` refs)
     pool: tuple[Sample, ...] = ()  # every sample the task may use
+    roots: dict[str, Path] = field(default_factory=dict)  # source id -> its files (or materialised)
 
     def write_image(self, name: str, rgb: np.ndarray) -> str:
         """Save a synthesised image (PNG, lossless) in the generate stage; returns its reference."""
@@ -76,8 +77,15 @@ class GenContext:
         return generated_ref(rel)
 
     def item_id(self, cand: Candidate) -> str:
-        key = repr((self.recipe.benchmark, self.spec.name, [s.sample_id for s in cand.all_samples],
-                    cand.region_index, self.recipe.seed))
+        key = repr(
+            (
+                self.recipe.benchmark,
+                self.spec.name,
+                [s.sample_id for s in cand.all_samples],
+                cand.region_index,
+                self.recipe.seed,
+            )
+        )
         return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def base_item(self, cand: Candidate, **fields: Any) -> Item:
@@ -160,7 +168,9 @@ class TaskGenerator:
         slot = ctx.slots.next(spec.name, spec.n_options)
         options, pos = place_answer(cand.truth, negatives.candidates, slot, ctx.rng)
         color = "red"
-        question, template_id = self.question(cand, index, color, spec.prompt_level, spec.coord_format)
+        question, template_id = self.question(
+            cand, index, color, spec.prompt_level, spec.coord_format
+        )
         return ctx.base_item(
             cand,
             question=question,
@@ -176,8 +186,14 @@ class TaskGenerator:
         """What the render stage should draw (planned; the renderer records what it drew)."""
         if level == "image" or candidate.region is None:
             return ()
-        kinds = {"box": "box", "contour": "contour", "mask": "mask", "point": "point",
-                 "multi": "box", "coord": "text"}
+        kinds = {
+            "box": "box",
+            "contour": "contour",
+            "mask": "mask",
+            "point": "point",
+            "multi": "box",
+            "coord": "text",
+        }
         kind = kinds[level]
         return (
             DrawnShape(
