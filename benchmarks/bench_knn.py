@@ -73,7 +73,7 @@ def main() -> None:
         f"{ivf_search_s:.2f} s  {args.queries / ivf_search_s:9.0f} q/s  speed-up "
         f"x{sk_s / (build_s + ivf_search_s):.1f} (incl. build), x{sk_s / ivf_search_s:.1f} "
         f"(search)  recall@{args.k} {recall_at_k(ivf_ids, sk_ids):.4f} "
-        f"(sampled check {ivf.recall:.3f})"
+        f"(sampled check {'exact' if ivf.recall is None else format(ivf.recall, '.3f')})"
     )
 
 
