@@ -19,13 +19,14 @@ def render() -> str:
     rows = []
     for s in list_sources():
         m = s.manifest
-        scene = m.scene or ", ".join(sorted(set(m.scene_map.values()))) or "-"
+        found = {m.scene} | {p.scene for p in m.parts} | set(m.scene_map.values())
+        scene = ", ".join(sorted(x for x in found if x)) or "-"
         page = (
             f"[{m.id}](sources/{m.id}.md)"
             if (Path(__file__).parents[1] / "sources" / f"{m.id}.md").is_file()
             else m.id
         )
-        layouts = ", ".join(p.layout for p in m.parts)
+        layouts = ", ".join(dict.fromkeys(p.layout for p in m.parts))
         rows.append(
             f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} | {layouts} | {m.homepage} |"
         )
