@@ -58,7 +58,7 @@ def test_spine_build_exports_carry_no_phi(roots, tmp_path, capsys, caplog):
     for task in recipe["tasks"]:
         task["quota"] = 6
     recipe["tasks"][0]["n_options"] = 3  # the tiny fixtures hold few diseases
-    recipe["export"]["formats"] = ["hf", "vlmeval"]
+    recipe["export"]["formats"] = ["hf", "vlmeval", "spinebench"]
     path = tmp_path / "spine.yaml"
     path.write_text(yaml.safe_dump(recipe))
     out = tmp_path / "build"
