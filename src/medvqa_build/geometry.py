@@ -27,10 +27,22 @@ def mask_to_xyxy(mask: np.ndarray) -> BoxXYXY | None:
 
 def mask_components(mask: np.ndarray, min_area_px: int = 1) -> list[np.ndarray]:
     """Connected components (8-connectivity) of a binary mask, largest first, ties by position."""
+    return [component for component, _ in components_with_boxes(mask, min_area_px)]
+
+
+def components_with_boxes(
+    mask: np.ndarray, min_area_px: int = 1
+) -> list[tuple[np.ndarray, BoxXYXY]]:
+    """Each connected component (8-connectivity, largest first) with its xyxy box (x2/y2
+    exclusive), the box taken from skimage's regionprops rather than a second scan."""
     labelled = measure.label(mask > 0, connectivity=2)
     props = [p for p in measure.regionprops(labelled) if p.area >= min_area_px]
     props.sort(key=lambda p: (-p.area, p.bbox))
-    return [labelled == p.label for p in props]
+    out = []
+    for p in props:
+        r0, c0, r1, c1 = p.bbox  # rows/cols, max exclusive
+        out.append((labelled == p.label, (float(c0), float(r0), float(c1), float(r1))))
+    return out
 
 
 def mask_to_contours(mask: np.ndarray) -> list[np.ndarray]:
@@ -41,15 +53,20 @@ def mask_to_contours(mask: np.ndarray) -> list[np.ndarray]:
 
 
 def rle_encode(mask: np.ndarray) -> tuple[tuple[int, int], tuple[int, ...]]:
-    """COCO uncompressed RLE of a binary mask: ``(size_hw, counts)``."""
-    flat = (np.asarray(mask) > 0).flatten(order="F").astype(np.uint8)
-    changes = np.flatnonzero(np.diff(np.concatenate([[0], flat, [1 - flat[-1] if flat.size else 0]])))
-    runs = np.diff(np.concatenate([[0], changes]))
-    counts = [int(c) for c in runs]
-    if flat.size and counts and sum(counts) < flat.size:
-        counts.append(int(flat.size - sum(counts)))
-    h, w = mask.shape[:2]
-    return (int(h), int(w)), tuple(counts)
+    """COCO uncompressed RLE of a binary mask: ``(size_hw, counts)``.
+
+    Runs are counted over the column-major (Fortran) order, starting with a run of zeros
+    (possibly empty), exactly as pycocotools does.
+    """
+    h, w = (int(v) for v in mask.shape[:2])
+    flat = (np.ascontiguousarray(np.asarray(mask).T).reshape(-1) != 0).view(np.uint8)
+    if flat.size == 0:
+        return (h, w), ()
+    change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    counts = np.diff(np.concatenate(([0], change, [flat.size])))
+    if flat[0]:
+        counts = np.concatenate(([0], counts))
+    return (h, w), tuple(counts.tolist())
 
 
 def rle_decode(size_hw: Sequence[int], counts: Sequence[int]) -> np.ndarray:

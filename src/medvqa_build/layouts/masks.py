@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..geometry import mask_components, mask_to_xyxy, rle_encode
+from ..geometry import components_with_boxes, rle_encode
 from ..media.image import ImageProblem, load_mask
 from ..records import MaskRef, Region
 
@@ -43,15 +43,9 @@ def regions_from_mask(
     # JPEG-compressed masks carry noise around 0/255: threshold at half range.
     binary = mask > (127 if mask.max() > 1 else 0)
     regions = []
-    for component in mask_components(binary, min_area_px=min_area_px):
+    for component, box in components_with_boxes(binary, min_area_px=min_area_px):
         size_hw, counts = rle_encode(component)
-        regions.append(
-            Region(
-                label=label,
-                bbox=mask_to_xyxy(component),
-                mask=MaskRef(size_hw=size_hw, counts=counts),
-            )
-        )
+        regions.append(Region(label=label, bbox=box, mask=MaskRef(size_hw=size_hw, counts=counts)))
     return tuple(regions)
 
 
