@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import string
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,7 +111,7 @@ class GenContext:
         return Item(**defaults)
 
 
-class TaskGenerator:
+class TaskGenerator(ABC):
     """Base of every generator. Subclasses set ``needs`` and ``templates`` and implement
     :meth:`candidates` and :meth:`truth_vocabulary`."""
 
@@ -121,8 +122,9 @@ class TaskGenerator:
     def __init__(self, params: dict | None = None):
         self.params = dict(params or {})
 
+    @abstractmethod
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Every (sample, truth[, region]) this task could ask about."""
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         """The answer vocabulary over ``samples`` (distractors for ``label_pool`` come from it)."""

@@ -11,6 +11,7 @@ stage passes them through and the answer box is exact in the pixels written.
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -146,10 +147,10 @@ class MedSGTask(TaskGenerator):
                     out.append(Candidate(s, r.label, r, k))
         return out
 
+    @abstractmethod
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         """``{"images": [rgb...], "box": BoxInt, "target": index of the image the box is in,
         "samples": (Sample...), "shapes": (DrawnShape...), "fields": template fields}``."""
-        raise NotImplementedError  # pragma: no cover - abstract
 
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         built = self.build(cand, ctx)
