@@ -81,7 +81,9 @@ class Source:
             )
             for entry in layout.scan(ctx):
                 if isinstance(entry, Sample) and entry.scene is None and entry.labels:
-                    scene = self.manifest.scene_map.get(entry.labels[0])
+                    # the first label the manifest maps to a scene decides it
+                    scenes = self.manifest.scene_map
+                    scene = next((scenes[lab] for lab in entry.labels if lab in scenes), None)
                     if scene is not None:
                         entry = replace(entry, scene=scene)
                 yield entry

@@ -1,0 +1,84 @@
+"""Write tiny replicas of the 20 EndoBench sources, one folder per source id, so that
+``recipes/endobench.yaml`` can be tried without downloading any dataset.
+
+The replicas are the test fixtures of ``tests/fixtures/sources/`` (synthetic pixels in each
+source's real folder layout, file names and annotation formats), a few of them scaled up so
+that every EndoBench task and subtask gets items at ``quota_scale=0.08``::
+
+    python scripts/build_endobench_replicas.py /tmp/endobench-replicas
+    ENDOBENCH_DATA=/tmp/endobench-replicas \\
+        medvqa-build run recipes/endobench.yaml -o /tmp/endobench-build --set quota_scale=0.08
+
+Run it from a checkout of the repository (the fixtures live in ``tests/``). The images are
+noise, so the build exercises conversion, generation, rendering, validation and export; it
+says nothing about model accuracy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.fixtures import fixture_writer  # noqa: E402
+
+# recipes/endobench.yaml's sources, in its order
+SOURCES = (
+    "kvasir", "hyperkvasir", "kvasir-capsule", "gastrovision", "kid", "wcebleedgen", "see-ai",
+    "kvasir-seg", "cvc-clinicdb", "cvc-colondb", "cvc-300", "etis-larib", "edd2020", "sun",
+    "ldpolypvideo", "polypgen", "cholec80", "endovis17", "endovis18", "psi-ava",
+)  # fmt: skip
+# size keywords of the fixture writers that have them; the rest write their default replica.
+# kvasir/hyperkvasir: landmark, organ, lesion, severity and bowel-preparation classes;
+# wcebleedgen: frames to count bleeding regions on; psi-ava: keyframes with phases, steps and
+# single per-instrument actions (the contract replica has too few distinct ones).
+SCALED: dict[str, dict[str, int]] = {
+    "kvasir": {"per_class": 6},
+    "hyperkvasir": {"per_class": 6},
+    "wcebleedgen": {"extra_bleeding": 12},
+    "psi-ava": {"extra": 36},
+}
+
+
+def write_replicas(data_dir: Path, sources: tuple[str, ...] = SOURCES) -> dict[str, Path]:
+    """Write every source's replica so that ``data_dir/<id>`` is the ROOT its manifest expects
+    (some writers put the dataset one or two folders below the path they are given)."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    roots = {}
+    with tempfile.TemporaryDirectory(dir=data_dir, prefix=".staging-") as staging:
+        for source_id in sources:
+            writer = fixture_writer(source_id)
+            if writer is None:
+                raise SystemExit(f"no fixture writer for {source_id!r} in tests/fixtures/sources")
+            target = data_dir / source_id
+            if target.exists():
+                shutil.rmtree(target)
+            written = writer(Path(staging) / source_id, **SCALED.get(source_id, {}))
+            os.replace(written, target)
+            roots[source_id] = target
+    return roots
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data_dir", type=Path, help="folder to write <source id>/ replicas into")
+    args = parser.parse_args(argv)
+    roots = write_replicas(args.data_dir)
+    print(f"wrote {len(roots)} replicas under {args.data_dir.resolve()}")
+    print(
+        f"next: ENDOBENCH_DATA={args.data_dir.resolve()} medvqa-build run recipes/endobench.yaml "
+        "-o build/endobench-replicas --set quota_scale=0.08"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
