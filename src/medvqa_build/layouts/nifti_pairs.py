@@ -6,7 +6,8 @@
 its relative path into the label file's; ``sequences`` rewrites it into each MR sequence of the
 same case (one sample per sequence per slice, same slice index, so same-case cross-sequence
 pairs line up); named groups of ``image_regex`` become attributes; ``info_file`` adds
-``key: value`` lines of a per-case text file.
+``key: value`` lines of a per-case text file (its name may use the regex groups);
+``phase_from_info`` names the frame whose number an info key (ACDC ``ED``/``ES``) gives.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ class NiftiPairsOptions(VolumeSliceOptions):
     labels: dict[int, str]  # label value -> raw structure name (as the owners document it)
     modality: str | None = None  # default: the manifest part's modality
     group: str = "case"  # regex group that names the patient
-    info_file: str | None = None  # e.g. "{dir}/Info.cfg" (ACDC)
+    # e.g. "{dir}/Info.cfg" (ACDC); named groups of image_regex fill in too:
+    # "{dir}/Info_{view}.cfg" (CAMUS, one file per view)
+    info_file: str | None = None
     phase_from_info: dict[str, str] = {}  # regex group -> info keys whose value it may equal
 
 
@@ -83,7 +86,7 @@ class NiftiPairs:
     def _info(self, anchor: Path, groups: dict[str, str]) -> dict[str, str]:
         if self.o.info_file is None:
             return {}
-        path = Path(self.o.info_file.format(dir=anchor.parent.as_posix()))
+        path = Path(self.o.info_file.format(**{**groups, "dir": anchor.parent.as_posix()}))
         if not path.is_file():
             return {}
         info = {}
