@@ -41,6 +41,8 @@ from .medsg_common import (
 
 REF = "the object marked with a red bounding box in the first image ({ref_box})"
 
+MIN_VIEW_DEPTH = 4  # voxels along every axis: a 2-D frame or a 2-3 slice stack has no views
+
 
 def _ref_fields(box, ctx: GenContext, size: int) -> dict:
     return {"ref_box": format_box(box, ctx.spec.coord_format, size, size)}
@@ -79,6 +81,12 @@ class MultiView(MedSGTask):
         channel = int(channel) if channel is not None else None
         try:
             shape = load_volume(label_path).shape
+            if min(shape[:3]) < MIN_VIEW_DEPTH:
+                # a 2-D frame (CAMUS) or a thin stack: its reformats would be a few pixels thick
+                raise ItemProblem(
+                    f"volume {s.attributes['label_volume']} is {shape[:3]} voxels: too thin for "
+                    f"three views (needs at least {MIN_VIEW_DEPTH} along every axis)"
+                )
             row, col = _inner_pixel(region_mask(cand.region, s))
             voxel = plane_to_voxel(s.slice.axis, row, col, s.slice.index, shape)
             others = [a for a in AXES if a != s.slice.axis]

@@ -72,8 +72,6 @@ def test_crossmodal_pairs_mri_and_ultrasound_hearts(build):
     assert ("mri", "ultrasound") in pairs, (pairs, result.dropped[:5])
 
 
-@pytest.mark.xfail(strict=True, reason="medsg_views.MultiView takes 2-D NIfTI frames (CAMUS) as "
-                   "volumes: the coronal/sagittal 'views' are one pixel thick, stretched to 336")
 def test_multi_view_leaves_single_frame_images_alone(build):
     result, _ = build
     assert "camus" not in {i.source for i in _items(result, "multi_view")}
