@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from .layouts.base import contained_path
+from .media.image import ImageProblem
 from .quarantine import QuarantineEntry, write_quarantine
 from .records import Sample
 from .schema import atomic_path, write_samples
@@ -54,6 +56,8 @@ def scan_source(
         bar.update()
         if isinstance(entry, QuarantineEntry):
             result.quarantined.append(entry)
+        elif (escape := _escapes(root, entry.image)) is not None:
+            result.quarantined.append(QuarantineEntry(entry.image, escape, source_id))
         elif entry.sample_id in seen:
             result.quarantined.append(
                 QuarantineEntry(entry.image, f"duplicate sample id {entry.sample_id}", source_id)
@@ -64,6 +68,16 @@ def scan_source(
     bar.close()
     result.samples.sort(key=lambda s: s.sample_id)
     return result
+
+
+def _escapes(root: Path, rel: str) -> str | None:
+    """Why a sample's file would leave the source root (a symbolic link to a file outside,
+    an absolute path, a ``..``), or None: whatever the layout, no build reads outside it."""
+    try:
+        contained_path(root, rel)
+    except ImageProblem as exc:
+        return str(exc)
+    return None
 
 
 def quarantine_path_for(samples_path: Path) -> Path:

@@ -70,18 +70,31 @@ def resolve_image(
 ) -> Path:
     """The file an image reference points to: a source file, one a task synthesised in the
     generate stage, or one the render stage wrote (a ``#frame``/``#slice`` fragment is dropped:
-    see :func:`split_fragment`)."""
+    see :func:`split_fragment`).
+
+    The path never leaves its root: an absolute path, a ``..`` that climbs out or a symbolic
+    link to a file outside raises ``KeyError`` naming the reference."""
     ref = ref.partition("#")[0]
     if ref.startswith(GENERATED_SCHEME) and generated_dir is not None:
-        return generated_dir / ref[len(GENERATED_SCHEME) :]
+        return _inside(generated_dir, ref[len(GENERATED_SCHEME) :], ref)
     if ref.startswith(SOURCE_SCHEME):
         source, _, rel = ref[len(SOURCE_SCHEME) :].partition("/")
         if source not in roots:
             raise KeyError(f"image {ref!r} names source {source!r}, which this build does not have")
-        return roots[source] / rel
+        return _inside(roots[source], rel, ref)
     if ref.startswith(RENDER_SCHEME) and render_dir is not None:
-        return render_dir / ref[len(RENDER_SCHEME) :]
+        return _inside(render_dir, ref[len(RENDER_SCHEME) :], ref)
     raise KeyError(f"cannot resolve image reference {ref!r}")
+
+
+def _inside(root: Path, rel: str, ref: str) -> Path:
+    from .layouts.base import contained_path
+    from .media.image import ImageProblem
+
+    try:
+        return contained_path(Path(root), rel)
+    except ImageProblem as exc:
+        raise KeyError(f"image reference {ref!r} refused: {exc}") from None
 
 
 def export_name(ref: str) -> str:

@@ -30,7 +30,14 @@ from .recipe import Recipe
 from .records import Item, Sample
 from .render_stage import RenderJob, render_items
 from .report import difficulty, write_report
-from .runner import StageResult, run_stage, stage_done, tree_fingerprint
+from .runner import (
+    StageResult,
+    crash_point,
+    run_stage,
+    stage_done,
+    tree_fingerprint,
+    write_text_atomic,
+)
 from .schema import read_items, read_samples, write_items
 from .sources import get_source
 from .validate import Problem, run_rules, write_validation_report
@@ -73,9 +80,15 @@ def _file_sha256(path: Path) -> str:
 
 
 def _publish(stage_dir: Path, dest: Path) -> None:
-    """Expose a finished export stage at ``dest`` (hard links: no copy of the bytes)."""
+    """Expose a finished export stage at ``dest`` (hard links: no copy of the bytes).
+
+    ``dest`` is never seen half-written or half-deleted: the new tree is built beside it, the
+    old one is renamed away, the new one renamed in, and only then the old one deleted.
+    """
     tmp = dest.with_name(f".{dest.name}.tmp")
+    old = dest.with_name(f".{dest.name}.old")
     shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)
 
     def link(src: str, dst: str) -> None:
         try:
@@ -86,8 +99,11 @@ def _publish(stage_dir: Path, dest: Path) -> None:
     shutil.copytree(
         stage_dir, tmp, copy_function=link, ignore=shutil.ignore_patterns("_SUCCESS.json")
     )
-    shutil.rmtree(dest, ignore_errors=True)
+    if dest.exists():
+        os.replace(dest, old)
+    crash_point("publish")
     os.replace(tmp, dest)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _without_missing(recipe: Recipe, roots: dict[str, Path]) -> tuple[Recipe, dict[str, int]]:
@@ -294,7 +310,8 @@ def build(
     )
     stages.append(ren)
     items = read_items(ren.path / "items.parquet")
-    (out / "build.json").write_text(
+    write_text_atomic(
+        out / "build.json",
         json.dumps(
             {
                 "roots": {k: str(v) for k, v in sorted(roots.items())},
@@ -334,7 +351,7 @@ def build(
     val = run_stage(out, "validate", "items", {"render": ren.fingerprint, "v": 2}, do_validate)
     stages.append(val)
     for name in ("validation.json", "validation.md"):
-        shutil.copyfile(val.path / name, out / name)
+        write_text_atomic(out / name, (val.path / name).read_text(encoding="utf-8"))
     if val.stats["failed"] and not force_export:
         write_report(
             out, recipe, stages, source_counts, quarantine, gen, val, items, {}, None, missing
@@ -374,8 +391,8 @@ def build(
         for path in sorted((out / fmt).rglob("*")):
             if path.is_file():
                 checksums[path.relative_to(out).as_posix()] = _file_sha256(path)
-    (out / "checksums.sha256").write_text(
-        "".join(f"{h}  {p}\n" for p, h in sorted(checksums.items()))
+    write_text_atomic(
+        out / "checksums.sha256", "".join(f"{h}  {p}\n" for p, h in sorted(checksums.items()))
     )
     report = write_report(
         out,

@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 
 from .records import Item, Sample
+from .runner import write_text_atomic
 from .validate import letter_histogram
 
 
@@ -80,7 +81,7 @@ def write_report(
         "difficulty": difficulty or {},
         "exports": checksums,
     }
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    write_text_atomic(out / "report.json", json.dumps(report, indent=2, sort_keys=False) + "\n")
     lines = [
         f"# Build report: {recipe.name}",
         "",
@@ -120,5 +121,5 @@ def write_report(
             + [f"- `{q.file}` ({q.source}): {q.reason}" for q in quarantine]
             + [""]
         )
-    (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    write_text_atomic(out / "report.md", "\n".join(lines))
     return report

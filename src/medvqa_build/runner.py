@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 
 from . import __version__
 from .recipe import fingerprint
-from .schema import _umask
+from .schema import _umask, atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,21 @@ class StageResult:
     fingerprint: str
     stats: dict[str, Any]
     reused: bool
+
+
+def crash_point(where: str) -> None:
+    """Test hook: ``MEDVQA_CRASH_AT=<where>`` SIGKILLs the build here (a stage name: its
+    files are in the temp folder, not yet renamed; ``publish``: an export is half-replaced).
+    tests/hardening/test_crash_resume.py uses it to prove a rerun recovers byte-identically."""
+    if os.environ.get("MEDVQA_CRASH_AT") == where:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``path`` through a temp file + rename: readers see the old or the new file."""
+    tmp = atomic_path(path)
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def stage_fingerprint(name: str, inputs: Any) -> str:
@@ -75,6 +91,7 @@ def run_stage(
     tmp.chmod(0o777 & ~_umask())
     try:
         stats = build(tmp)
+        crash_point(name)
         (tmp / MARKER).write_text(
             json.dumps(
                 {"stage": name, "key": key, "fingerprint": fp, "stats": stats},

@@ -8,6 +8,8 @@ A layout's ``scan`` yields, for every candidate file it finds, exactly one
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import SourceError
+from ..media.image import ImageProblem
 from ..pydantic_errors import describe_validation_error
 from ..quarantine import QuarantineEntry
 from ..records import Sample
@@ -52,6 +55,15 @@ class ScanContext:
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
+    def safe_path(self, rel: str | Path) -> Path:
+        """``root / rel`` for a path read from a table or annotation file.
+
+        A dataset's tables are input, not code: a value that is absolute, climbs out with
+        ``..`` or names a symbolic link whose target lies outside the root raises
+        :class:`ImageProblem` (so the row is quarantined with that reason).
+        """
+        return contained_path(self.root, rel)
+
     def sample_id(self, key: str) -> str:
         return f"{self.source}:{key}"
 
@@ -60,8 +72,20 @@ class ScanContext:
             file = self.rel(file) if file.is_relative_to(self.root) else str(file)
         return QuarantineEntry(file=str(file), reason=reason, source=self.source)
 
+    def _manifest_path(self, rel: str, what: str) -> Path:
+        """A manifest's folder or file option, refused when it leaves the source root."""
+        try:
+            return contained_path(self.root, rel)
+        except ImageProblem as exc:
+            raise SourceError(
+                f"{self.source}: the {what} path {rel!r} leaves the source root ({exc})",
+                where=str(self.root),
+                fix="manifest paths are relative to the source root; remove '..' or the "
+                "leading '/'",
+            ) from None
+
     def require_dir(self, rel: str, what: str) -> Path:
-        path = self.root / rel
+        path = self._manifest_path(rel, what)
         if not path.is_dir():
             raise SourceError(
                 f"{self.source}: expected the {what} folder {rel!r} under the source root",
@@ -71,7 +95,7 @@ class ScanContext:
         return path
 
     def require_file(self, rel: str, what: str) -> Path:
-        path = self.root / rel
+        path = self._manifest_path(rel, what)
         if not path.is_file():
             raise SourceError(
                 f"{self.source}: expected the {what} file {rel!r} under the source root",
@@ -105,6 +129,26 @@ def make_layout(name: str, options: dict[str, Any], where: str) -> Layout:
             f"bad options for layout {name!r}: {describe_validation_error(exc)}", where=where
         ) from None
     return cls(opts)
+
+
+def contained_path(root: Path, rel: str | Path) -> Path:
+    """``root / rel``, or :class:`ImageProblem` when that would leave ``root`` (see
+    :meth:`ScanContext.safe_path`)."""
+    text = str(rel).replace("\\", "/")
+    if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
+        raise ImageProblem(f"path {text!r} is absolute; expected a path inside the source root")
+    norm = posixpath.normpath(text)
+    if norm == ".." or norm.startswith("../"):
+        raise ImageProblem(f"path {text!r} leaves the source root through '..'; refused")
+    path = root / norm
+    try:
+        real = path.resolve()
+        real_root = root.resolve()
+    except (OSError, RuntimeError):
+        raise ImageProblem(f"path {text!r} is a symbolic link loop") from None
+    if not real.is_relative_to(real_root):
+        raise ImageProblem(f"path {text!r} is a symbolic link to a file outside the source root")
+    return path
 
 
 def sorted_files(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[Path]:

@@ -80,7 +80,7 @@ class CocoJson:
         o = self.o
         rel = (Path(o.images_dir) / image["file_name"]).as_posix()
         try:
-            width, height = check_image(ctx.root / rel, ctx.verify)
+            width, height = check_image(ctx.safe_path(rel), ctx.verify)
             if (image.get("width"), image.get("height")) not in ((width, height), (None, None)):
                 raise ImageProblem(f"image is {width}x{height}, the annotation says "
                                    f"{image.get('width')}x{image.get('height')}")

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..media.dicom import SAFE_KEYWORDS, allowed_attributes, check_dicom, header_size, read_header
+from ..media.dicom import (
+    SAFE_KEYWORDS,
+    allowed_attributes,
+    check_dicom,
+    check_pixel_data,
+    header_size,
+    read_header,
+)
 
 
 def dicom_size_and_attributes(
@@ -14,6 +21,7 @@ def dicom_size_and_attributes(
     """``(width, height, allow-listed attributes)``; raises ``DicomProblem`` for a bad file."""
     ds = read_header(path)
     width, height = header_size(ds)
+    check_pixel_data(path)
     if verify == "decode":
         check_dicom(path, "decode")
     return width, height, allowed_attributes(ds, keywords)

@@ -70,7 +70,7 @@ class LabelTable:
     def _sample(self, ctx: ScanContext, rel: str, row: dict) -> Sample | QuarantineEntry:
         o = self.o
         try:
-            width, height = check_image(ctx.root / rel, ctx.verify)
+            width, height = check_image(ctx.safe_path(rel), ctx.verify)
             label = ctx.canonical(row[o.label_column])
             regions: tuple = ()
             if o.masks is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import SourceError
+from ..media.image import ImageProblem
 from ..quarantine import QuarantineEntry
 from ..records import Sample
 from .base import LAYOUTS, ScanContext
@@ -85,7 +86,11 @@ class MsdVolumes:
         attributes = {"task": str(meta.get("name", ""))}
         for image, label in self._pairs(ctx, meta):
             case = Path(label).name.split(".")[0]
-            image_path, label_path = ctx.root / image, ctx.root / label
+            try:
+                image_path, label_path = ctx.safe_path(image), ctx.safe_path(label)
+            except ImageProblem as exc:
+                yield ctx.quarantine(image, str(exc))
+                continue
             missing = [p for p in (image_path, label_path) if not p.is_file()]
             if missing:
                 yield ctx.quarantine(image, f"listed in {self.o.dataset_json} but "

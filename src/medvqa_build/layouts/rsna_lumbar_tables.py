@@ -91,7 +91,9 @@ class RsnaLumbarTables:
         for row in coords:
             key = (row["study_id"], row["series_id"], row["instance_number"])
             slices.setdefault(key, []).append(row)
-        for key in sorted(slices, key=lambda k: tuple(int(p) if p.isdigit() else p for p in k)):
+        # numbers in numeric order; a non-numeric id (a damaged row) sorts after, not a crash
+        for key in sorted(slices, key=lambda k: tuple(
+                (0, int(p), "") if p.isdigit() else (1, 0, p) for p in k)):
             yield self._slice(ctx, key, slices[key], grades, described)
 
     def _slice(self, ctx, key, rows, grades, described) -> Sample | QuarantineEntry:
@@ -102,7 +104,7 @@ class RsnaLumbarTables:
             if study not in grades:
                 raise LabelProblem(f"study {study} has coordinates but no row in {o.labels_table}")
             width, height, attrs = dicom_size_and_attributes(
-                ctx.root / rel, ctx.verify, o.dicom_attributes
+                ctx.safe_path(rel), ctx.verify, o.dicom_attributes
             )
             regions, found, severities = [], [], {}
             for row in rows:

@@ -87,9 +87,57 @@ def header_size(ds) -> tuple[int, int]:
     return width, height
 
 
+def check_pixel_data(path: str | os.PathLike) -> None:
+    """Cheap checks that the header alone misses: the file has pixel data, in a transfer
+    syntax this machine can decode, and (when not encapsulated) all of its bytes are there.
+    Reads the file structure only: the pixel bytes themselves are skipped, not loaded."""
+    import pydicom
+    from pydicom.errors import InvalidDicomError
+    from pydicom.pixels import get_decoder
+
+    path = Path(path)
+    try:
+        ds = pydicom.dcmread(path, defer_size=256)
+    except (InvalidDicomError, OSError, ValueError, EOFError) as exc:
+        raise DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {exc})") from None
+    if "PixelData" not in ds:
+        raise DicomProblem("DICOM file has no pixel data (no PixelData element)")
+    syntax = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
+    if syntax is not None:
+        try:
+            available = get_decoder(syntax).is_available
+        except NotImplementedError:
+            available = False
+        if not available:
+            raise DicomProblem(
+                f"unsupported transfer syntax {getattr(syntax, 'name', syntax)}: no pixel decoder "
+                "(pip install pylibjpeg pylibjpeg-libjpeg pylibjpeg-openjpeg for JPEG ones)"
+            )
+    if syntax is not None and syntax.is_compressed:
+        return
+    raw = ds.get_item("PixelData")
+    tell = getattr(raw, "value_tell", None)
+    value = getattr(raw, "value", None)
+    if isinstance(value, bytes):
+        present = len(value)
+    elif tell is not None:
+        present = path.stat().st_size - tell
+    else:
+        return
+    bits = int(ds.get("BitsAllocated", 8) or 8)
+    expected = (int(ds.get("Rows", 0) or 0) * int(ds.get("Columns", 0) or 0)
+                * int(ds.get("SamplesPerPixel", 1) or 1) * int(ds.get("NumberOfFrames", 1) or 1)
+                * bits + 7) // 8
+    if present < expected:
+        raise DicomProblem(f"truncated DICOM file: {present} bytes of pixel data, the header "
+                           f"describes {expected}; re-download it")
+
+
 def check_dicom(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:
-    """``(width, height)`` from the header; ``mode="decode"`` also decodes the pixels."""
+    """``(width, height)`` from the header (plus :func:`check_pixel_data`);
+    ``mode="decode"`` also decodes the pixels."""
     width, height = header_size(read_header(path))
+    check_pixel_data(path)
     if mode == "decode":
         load_dicom_rgb(path)
     return width, height

@@ -31,7 +31,24 @@ def read_image_size(path: str | os.PathLike) -> tuple[int, int]:
     except FileNotFoundError:
         raise ImageProblem("file not found") from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise ImageProblem(f"not a readable image ({exc.__class__.__name__}: {exc})") from None
+        # Pillow's messages name the absolute path; the reason must not (reports are published).
+        message = str(exc).replace(str(path), Path(path).name)
+        raise ImageProblem(f"not a readable image ({exc.__class__.__name__}: {message})") from None
+
+
+def _tiff_truncated(path: Path) -> bool:
+    """Whether a TIFF's strips or tiles (tags 273/279, 324/325) end past the end of the file:
+    the header of a truncated TIFF still reads, only its pixel data is cut."""
+    size = path.stat().st_size
+    try:
+        with Image.open(path) as im:
+            tags = getattr(im, "tag_v2", {})
+            offsets = tags.get(273) or tags.get(324) or ()
+            counts = tags.get(279) or tags.get(325) or ()
+    except (UnidentifiedImageError, OSError, ValueError):
+        return True
+    ends = [int(o) + int(c) for o, c in zip(offsets, counts, strict=False)]
+    return bool(ends) and max(ends) > size
 
 
 def _tail(path: Path, n: int = 32) -> bytes:
@@ -46,6 +63,8 @@ def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int
     """Return ``(width, height)`` or raise :class:`ImageProblem` naming what is wrong."""
     path = Path(path)
     if not path.is_file():
+        if path.is_symlink():
+            raise ImageProblem("broken symbolic link (dangling, or a link loop)")
         raise ImageProblem("file not found")
     if path.stat().st_size == 0:
         raise ImageProblem("empty file (0 bytes)")
@@ -58,6 +77,9 @@ def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int
         raise ImageProblem("truncated JPEG (no end-of-image marker); re-download the file")
     if head[:8] == b"\x89PNG\r\n\x1a\n" and not tail.endswith(_PNG_IEND):
         raise ImageProblem("truncated PNG (no IEND chunk); re-download the file")
+    if head[:4] in (b"II*\x00", b"MM\x00*") and _tiff_truncated(path):
+        raise ImageProblem("truncated TIFF (pixel data ends past the end of the file); "
+                           "re-download the file")
     if mode == "decode":
         load_rgb(path)
     return width, height
@@ -77,5 +99,5 @@ def load_mask(path: str | os.PathLike) -> np.ndarray:
     data = np.fromfile(str(path), dtype=np.uint8)
     mask = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
     if mask is None:
-        raise ImageProblem(f"cannot decode mask {path}")
+        raise ImageProblem(f"cannot decode mask {Path(path).name}")
     return mask if mask.ndim == 2 else mask[..., 0]

@@ -58,8 +58,9 @@ def load_canonical(path: str | os.PathLike):
     except FileNotFoundError:
         raise VolumeProblem(f"volume {Path(path).name} not found") from None
     except Exception as exc:  # nibabel raises many types for a damaged file
+        message = str(exc).replace(str(path), Path(path).name)  # no absolute path in reasons
         raise VolumeProblem(f"cannot read volume {Path(path).name} ({exc.__class__.__name__}: "
-                            f"{exc})") from None
+                            f"{message})") from None
 
 
 def volume_shape_affine(path: str | os.PathLike) -> tuple[tuple[int, ...], np.ndarray]:

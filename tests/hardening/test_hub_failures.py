@@ -1,0 +1,179 @@
+"""Hub failures against the local Hub look-alike (tests/hub_server.py): the server fails
+mid-upload, answers a gateway timeout, and rejects the token. The push retries with
+exponential backoff, ends in one clear error line, never prints the token, and uploads the
+card (README.md, whose configs tell ``load_dataset`` what the release is) last."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from medvqa_build.cli import main
+
+from ..conftest import REPO
+from ..hub_server import FakeHub
+
+SMALL = [
+    "--set",
+    "sources.0.generate.n_images=30",
+    "--set",
+    "sources.0.generate.n_videos=1",
+    "--set",
+    "sources.0.generate.frames_per_video=8",
+    "--set",
+    "quota_scale=0.2",
+    "--set",
+    "export.formats=[hf]",
+]
+TOKEN = "hf_secret_token_8812"
+PUSH = """
+    import medvqa_build.hub
+    sleeps = []
+    medvqa_build.hub.time.sleep = sleeps.append
+    from medvqa_build.cli import main
+    rc = main(["push", {dir!r}, "me/demo", "-q", "--max-commit-mb", "0.05"])
+    print("RC", rc, "SLEEPS", sleeps)
+"""
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hubbuild")
+    assert main(["run", str(REPO / "recipes" / "demo.yaml"), "-o", str(out), "-q", *SMALL]) == 0
+    return out
+
+
+def _push(hub: FakeHub, build, home, token: str = TOKEN) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(
+        {
+            "HF_ENDPOINT": hub.url,
+            "HF_TOKEN": token,
+            "HF_HOME": str(home),
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        }
+    )
+    code = textwrap.dedent(PUSH.format(dir=str(build)))
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _misbehave(hub: FakeHub, rule) -> None:
+    """Route every request through ``rule(handler) -> (status, body) | None`` first."""
+    base = hub.server.RequestHandlerClass
+
+    class Handler(base):
+        def _route(self):
+            answer = rule(self)
+            if answer is None:
+                return base._route(self)
+            if self.command in ("POST", "PUT"):
+                self._body()
+            return self._send(*answer)
+
+        do_GET = do_POST = do_PUT = do_HEAD = _route
+
+    hub.server.RequestHandlerClass = Handler
+
+
+def _errors(p) -> list[str]:
+    return [line for line in p.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_rejected_token_is_one_clear_line(build, tmp_path):
+    with FakeHub() as hub:
+        _misbehave(
+            hub,
+            lambda h: (
+                (401, {"error": "Invalid credentials in Authorization header"})
+                if h.path.startswith("/api/")
+                else None
+            ),
+        )
+        p = _push(hub, build, tmp_path)
+    assert "RC 2" in p.stdout and "Traceback" not in p.stderr, p.stderr[-2000:]
+    errors = _errors(p)
+    assert len(errors) == 1 and "refused the token" in errors[0], p.stderr
+    assert "SLEEPS []" in p.stdout  # a refused token is not retried
+    assert TOKEN not in p.stdout + p.stderr and not hub.commits
+
+
+def test_mid_upload_failures_are_retried_with_backoff(build, tmp_path):
+    """The connection drops on LFS uploads and the gateway times out on a commit: retried,
+    waits double each time, and the release ends complete with the card last."""
+    state = {"lfs": 2, "timeouts": 2}
+
+    def rule(h):
+        if h.path.startswith("/lfs-upload/") and state["lfs"] > 0:
+            state["lfs"] -= 1
+            return 500, {"error": "upload interrupted"}
+        if "/commit/" in h.path and hub.commits and state["timeouts"] > 0:
+            state["timeouts"] -= 1
+            time.sleep(0.2)
+            return 504, {"error": "Gateway Timeout"}
+        return None
+
+    with FakeHub() as hub:
+        _misbehave(hub, rule)
+        p = _push(hub, build, tmp_path)
+        files = hub.files("me/demo")
+    assert "RC 0" in p.stdout, p.stderr[-2000:]
+    sleeps = eval(p.stdout.split("SLEEPS", 1)[1])  # noqa: S307 - our own printed list
+    assert sleeps and all(b == 2 * a for a, b in zip(sleeps, sleeps[1:], strict=False) if b > a), (
+        sleeps
+    )
+    assert len(hub.commits) > 1 and hub.commits[-1]["paths"][-1] == "README.md"
+    local = {
+        p.relative_to(build / "hf").as_posix(): p.read_bytes()
+        for p in (build / "hf").rglob("*")
+        if p.is_file()
+    }
+    assert files == local
+    assert TOKEN not in p.stdout + p.stderr
+
+
+def test_persistent_failure_never_uploads_the_card(build, tmp_path):
+    """A push that dies after its first commit stops with one line naming the attempts, and
+    the card never reaches the Hub."""
+    with FakeHub() as hub:
+        _misbehave(
+            hub,
+            lambda h: (500, {"error": "down"}) if "/commit/" in h.path and hub.commits else None,
+        )
+        p = _push(hub, build, tmp_path)
+        files = hub.files("me/demo")
+    assert "RC 2" in p.stdout and "Traceback" not in p.stderr
+    errors = _errors(p)
+    assert len(errors) == 1 and "HTTP 500" in errors[0] and "after 4 attempts" in errors[0]
+    assert "README.md" not in files and len(hub.commits) == 1
+    assert TOKEN not in p.stdout + p.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (docs/reliability.md): the data commits of an "
+    "unfinished multi-commit push are visible; load_dataset auto-detects data/ "
+    "without a card and would read a partial release",
+)
+def test_unfinished_push_leaves_no_loadable_data(build, tmp_path):
+    with FakeHub() as hub:
+        _misbehave(
+            hub,
+            lambda h: (500, {"error": "down"}) if "/commit/" in h.path and hub.commits else None,
+        )
+        _push(hub, build, tmp_path)
+        files = hub.files("me/demo")
+    visible = [f for f in files if not any(part.startswith((".", "__")) for part in f.split("/"))]
+    assert not visible, visible
