@@ -1,21 +1,78 @@
 """``class_folders``: ``<images_dir>/.../<class>/<image>`` — the class is the image's folder
 (Kvasir, HyperKvasir labeled-images, GastroVision, KID). Parent folders above the class can be
-kept as attributes (HyperKvasir: ``{upper,lower}-gi-tract/<category>/<class>``)."""
+kept as attributes (HyperKvasir: ``{upper,lower}-gi-tract/<category>/<class>``).
+
+An optional ``split_table`` joins a separate file-name -> split CSV (HyperKvasir's official
+``2_fold_split.csv``, ``file-name;class-name;split-index``) onto the samples by file name."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
+from pathlib import Path
 
+import pandas as pd
+
+from ..errors import SourceError
 from ..media.image import ImageProblem, check_image
 from ..quarantine import QuarantineEntry
 from ..records import Sample
 from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+
+log = logging.getLogger(__name__)
+
+
+class SplitTableOptions(LayoutOptions):
+    """A CSV naming each image's split, joined on the image's file name (not its path)."""
+
+    file: str  # relative to ROOT
+    sep: str = ","
+    file_column: str
+    split_column: str
+    # when set, the row's class must equal the image's class folder (else the image is
+    # quarantined): a split row for the same file name under another class is a mix-up
+    class_column: str | None = None
+    split_prefix: str = ""  # Sample.split = prefix + raw value, e.g. "split_" + "0"
+    required: bool = False  # False: a missing file leaves split None, with no error
 
 
 class ClassFoldersOptions(LayoutOptions):
     images_dir: str = "."
     parent_attributes: list[str] = []  # names for the folders above the class, outermost first
     extensions: list[str] = list(IMAGE_EXTENSIONS)
+    split_table: SplitTableOptions | None = None
+
+
+SplitRows = dict[str, tuple[str | None, str | None]]  # file name -> (split, class)
+
+
+def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitRows | None:
+    """The split of each listed file name; None when the optional file is absent."""
+    if not (ctx.root / o.file).is_file() and not o.required:
+        return None
+    path = ctx.require_file(o.file, "split table")
+    table = pd.read_csv(path, sep=o.sep, dtype=str, keep_default_na=False)
+    wanted = [c for c in (o.file_column, o.split_column, o.class_column) if c]
+    missing = [c for c in wanted if c not in table.columns]
+    if missing:
+        raise SourceError(
+            f"{ctx.source}: split table lacks column(s) {missing}; it has {list(table.columns)}",
+            where=str(path),
+            fix=f"check the separator (manifest says {o.sep!r}) and the column names",
+        )
+    rows: SplitRows = {}
+    for row in table.to_dict("records"):
+        name = Path(str(row[o.file_column]).strip()).name
+        raw = str(row[o.split_column]).strip()
+        value = (f"{o.split_prefix}{raw}" if raw else None,
+                 str(row[o.class_column]).strip() if o.class_column else None)
+        if rows.setdefault(name, value) != value:
+            raise SourceError(
+                f"{ctx.source}: split table lists {name!r} twice with different values",
+                where=str(path),
+                fix="use the owners' split file unchanged",
+            )
+    return rows
 
 
 @LAYOUTS.register("class_folders")
@@ -29,18 +86,23 @@ class ClassFolders:
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
         base = ctx.require_dir(self.o.images_dir, "class")
         depth = len(self.o.parent_attributes) + 1
+        splits = read_split_table(ctx, self.o.split_table) if self.o.split_table else None
+        seen: set[str] = set()
         for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
             rel = ctx.rel(path)
+            seen.add(path.name)
             folders = path.relative_to(base).parts[:-1]
             if len(folders) != depth:
                 yield ctx.quarantine(
                     rel,
-                    f"expected {depth} folder level(s) below {self.o.images_dir!r}, found {len(folders)}",
+                    f"expected {depth} folder level(s) below {self.o.images_dir!r}, "
+                    f"found {len(folders)}",
                 )
                 continue
             try:
                 width, height = check_image(path, ctx.verify)
                 label = ctx.canonical(folders[-1])
+                split = self._split(splits, path.name, folders[-1])
             except (ImageProblem, LabelProblem) as exc:
                 yield ctx.quarantine(rel, str(exc))
                 continue
@@ -59,4 +121,27 @@ class ClassFolders:
                     **dict(zip(self.o.parent_attributes, folders[:-1], strict=True)),
                 },
                 group_id=key,
+                split=split,
             )
+        if splits:
+            _log_unmatched(ctx, self.o.split_table, sorted(set(splits) - seen))
+
+    def _split(self, splits: SplitRows | None, name: str, folder: str) -> str | None:
+        """The image's split from the split table; an unlisted image keeps None."""
+        if splits is None or name not in splits:
+            return None
+        split, cls = splits[name]
+        if cls is not None and cls != folder:
+            raise LabelProblem(
+                f"{self.o.split_table.file} lists {name} under class {cls!r}, "
+                f"not its folder {folder!r}"
+            )
+        return split
+
+
+def _log_unmatched(ctx: ScanContext, o: SplitTableOptions, names: list[str]) -> None:
+    """Rows naming no image under ROOT are not candidates (a partial download is legitimate):
+    they are ignored, and counted in the log so a wrong ROOT or table is still visible."""
+    if names:
+        log.warning("%s: %d row(s) of %s name no image under ROOT (ignored), e.g. %s",
+                    ctx.source, len(names), o.file, ", ".join(names[:3]))

@@ -4,6 +4,8 @@ colour -> class table (EndoVis 2018 scene segmentation: ``seq_N/left_frames/fram
 
 Each class present in a label image becomes one region per connected component (box + RLE).
 One candidate per frame in the images folder; ``group_id`` is the sequence folder name.
+Optional ``annotations_xml`` appends per-frame instrument boxes with their tool-tissue
+interaction (``region<k>.interaction``) from third-party XML files (see ``instrument_xml``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..media.image import ImageProblem, check_image, load_rgb
 from ..quarantine import QuarantineEntry
 from ..records import MaskRef, Region, Sample
 from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .instrument_xml import InstrumentXmlOptions, xml_regions
 from .sequence_dirs import find_sequence_dirs, frame_number
 
 
@@ -36,6 +39,7 @@ class ColourLabelMasksOptions(LayoutOptions):
     min_area_px: int = 16
     labels_required: bool = True  # a frame without a label file is quarantined
     split: str | None = None
+    annotations_xml: InstrumentXmlOptions | None = None  # instrument boxes + interactions
 
 
 ColourTable = dict[int, str]  # packed 0xRRGGBB -> raw class name
@@ -100,6 +104,7 @@ class ColourLabelMasks:
                         regions.extend(found)
             elif o.labels_required:
                 raise ImageProblem(f"label file {ctx.rel(label_file)} is missing")
+            region_attributes = self._xml(ctx, seq, path, width, height, regions)
         except (ImageProblem, LabelProblem) as exc:
             return ctx.quarantine(rel, str(exc))
         sequence = seq.name
@@ -113,11 +118,30 @@ class ColourLabelMasks:
             modality=ctx.modality,
             scene=ctx.scene,
             labels=tuple(sorted({r.label for r in regions})),
-            attributes={"sequence": sequence, "source_label": ",".join(sorted(raw_names))},
+            attributes={
+                "sequence": sequence,
+                "source_label": ",".join(sorted(raw_names)),
+                **region_attributes,
+            },
             regions=tuple(regions),
             group_id=sequence,
             split=o.split,
         )
+
+    def _xml(self, ctx: ScanContext, seq: Path, path: Path, width: int, height: int,
+             regions: list[Region]) -> dict[str, str]:
+        """Append the frame's XML instrument boxes to ``regions``; their attributes."""
+        x = self.o.annotations_xml
+        if x is None:
+            return {}
+        xml_file = seq / x.dir / x.file_name.format(stem=path.stem)
+        if not xml_file.is_file():
+            if x.required:
+                raise ImageProblem(f"annotation {ctx.rel(xml_file)} is missing")
+            return {}
+        found, attributes = xml_regions(ctx, x, xml_file, width, height, first=len(regions))
+        regions.extend(found)
+        return attributes
 
     def _classes(self, label_file: Path, table: ColourTable, width: int, height: int):
         """``(raw name, binary mask)`` of each listed class in the label image, in table order."""
