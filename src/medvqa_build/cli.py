@@ -328,7 +328,7 @@ def make_parser() -> argparse.ArgumentParser:
         "--max-commit-mb",
         type=float,
         default=2000,
-        help="split the upload into commits of at most this many MB (default 2000)",
+        help="upload in batches of at most this many MB before the one commit (default 2000)",
     )
     p.add_argument("--force", action="store_true", help="push even if the build failed validation")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")

@@ -1,9 +1,12 @@
 """Publish an HF export folder to the Hugging Face Hub (``medvqa-build push``).
 
 The token comes from ``HF_TOKEN`` or the user's ``hf auth login``; it is never printed or
-logged. Files go up in commits of at most ``max_commit_mb`` (data first, README.md last, so
-the card's configs never point at missing shards); each commit is retried on server and
-network errors. Every failure becomes one :class:`~medvqa_build.errors.MedvqaError` line.
+logged. The large files (Parquet shards, plots) are uploaded first, in batches of at most
+``max_commit_mb``, without committing (``preupload_lfs_files``); then one commit adds every
+file, README.md included. Until that commit nothing is visible in the repository, so a push
+that fails half-way never leaves a release that ``load_dataset`` would read as complete. Each
+batch and the commit are retried on server and network errors. Every failure becomes one
+:class:`~medvqa_build.errors.MedvqaError` line.
 """
 
 from __future__ import annotations
@@ -159,8 +162,6 @@ def push(
         )
     api = HfApi(token=_token())
     batches = _batches(folder, max_commit_mb * 1e6)
-    if create_pr and len(batches) > 1:
-        batches = [[p for b in batches for p in b]]  # one pull request = one commit
     result = PushResult(repo_id, "", revision or "main", files=sum(len(b) for b in batches))
 
     def attempt(what: str, fn):
@@ -191,6 +192,7 @@ def push(
             "create_branch",
             lambda: api.create_branch(repo_id, repo_type="dataset", branch=revision, exist_ok=True),
         )
+    all_ops = []
     for n, batch in enumerate(batches, start=1):
         ops = [
             CommitOperationAdd(
@@ -198,19 +200,29 @@ def push(
             )
             for p in batch
         ]
-        title = message if len(batches) == 1 else f"{message} ({n}/{len(batches)})"
-        info = attempt(
-            f"commit {n}/{len(batches)}",
-            lambda ops=ops, title=title: api.create_commit(
+        attempt(
+            f"upload {n}/{len(batches)}",
+            lambda ops=ops: api.preupload_lfs_files(
                 repo_id,
-                ops,
-                commit_message=title,
+                additions=ops,
                 repo_type="dataset",
                 revision=revision,
                 create_pr=create_pr,
             ),
         )
-        result.commits.append(info.oid)
-        if create_pr:
-            result.pr_url = info.pr_url
+        all_ops += ops
+    info = attempt(
+        "commit",
+        lambda: api.create_commit(
+            repo_id,
+            all_ops,
+            commit_message=message,
+            repo_type="dataset",
+            revision=revision,
+            create_pr=create_pr,
+        ),
+    )
+    result.commits.append(info.oid)
+    if create_pr:
+        result.pr_url = info.pr_url
     return result
