@@ -130,8 +130,11 @@ class FakeHub:
                 repo_id = f"{spec.get('organization') or 'tester'}/{spec['name']}"
                 if repo_id in hub.repos:
                     return self._send(
-                        409, {"error": "You already created this repo",
-                                               "url": f"{hub.url}/datasets/{repo_id}"}
+                        409,
+                        {
+                            "error": "You already created this repo",
+                            "url": f"{hub.url}/datasets/{repo_id}",
+                        },
                     )
                 hub.repos[repo_id] = {
                     "private": bool(spec.get("private")),

@@ -28,7 +28,8 @@ def render() -> str:
         )
         layouts = ", ".join(dict.fromkeys(p.layout for p in m.parts))
         rows.append(
-            f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} | {layouts} | {m.homepage} |"
+            f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} "
+            f"| {layouts} | {m.homepage} |"
         )
     return HEADER + "\n".join(rows) + "\n"
 

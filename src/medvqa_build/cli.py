@@ -131,7 +131,8 @@ def _cmd_run(args) -> int:
         + (" (nothing rebuilt)" if result.reused_all else "")
     )
     print(
-        f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; report: {out / 'report.md'}"
+        f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; "
+        f"report: {out / 'report.md'}"
     )
     return 0
 
@@ -204,7 +205,8 @@ def _cmd_push(args) -> int:
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="medvqa-build",
-        description="Build validated, reproducible medical VQA benchmarks from raw public datasets.",
+        description="Build validated, reproducible medical VQA benchmarks from raw public "
+        "datasets.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log stage decisions")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -28,7 +28,9 @@ def sample_ref(sample) -> str:
     name = sample.image.lower()
     if sample.slice is not None:
         return f"{ref}#slice={sample.slice.axis}:{sample.slice.index}"
-    if sample.frame is not None and (name.endswith(VIDEO_SUFFIXES) or name.endswith((".dcm", ".dicom"))):
+    if sample.frame is not None and (
+        name.endswith(VIDEO_SUFFIXES) or name.endswith((".dcm", ".dicom"))
+    ):
         return f"{ref}#frame={sample.frame}"
     return ref
 

@@ -168,8 +168,8 @@ def _source_roots(
     if missing and not allow_missing:
         raise SourceError(
             f"{len(missing)} source(s) missing: " + "; ".join(missing),
-            fix="download them and set their roots (or environment variables), or pass --allow-missing "
-            "to build from the sources present",
+            fix="download them and set their roots (or environment variables), or pass "
+            "--allow-missing to build from the sources present",
         )
     return roots, missing
 
@@ -321,7 +321,7 @@ def build(
             },
             indent=2,
         )
-        + "\n"
+        + "\n",
     )
 
     def resolve(ref: str) -> Path:
@@ -359,7 +359,8 @@ def build(
         raise ValidationFailed(
             f"{val.stats['problems']} validation problem(s); nothing exported",
             where=str(val.path / "problems.json"),
-            fix="fix the recipe or sources, or pass --force to export anyway (the card will say so)",
+            fix="fix the recipe or sources, or pass --force to export anyway "
+            "(the card will say so)",
         )
 
     # -- export ----------------------------------------------------------------------------

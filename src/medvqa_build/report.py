@@ -98,7 +98,8 @@ def write_report(
     lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
     lines += [
         "",
-        f"Dropped candidates: {report['dropped']}; quota shortfall: {report['shortfall'] or 'none'}.",
+        f"Dropped candidates: {report['dropped']}; "
+        f"quota shortfall: {report['shortfall'] or 'none'}.",
         f"Validation problems: {val.stats['problems']}.",
         "",
     ]

@@ -18,8 +18,12 @@ def parse_letters(answer: str, n_options: int | None = None) -> frozenset[str]:
     tokens = re.findall(r"\b[A-Z]+\b", text)
     letters = set()
     for tok in tokens:
-        if len(tok) == 1 or (tok.isalpha() and len(set(tok)) == len(tok) and len(tok) <= 6
-                             and all(c in "ABCDEF" for c in tok)):
+        if len(tok) == 1 or (
+            tok.isalpha()
+            and len(set(tok)) == len(tok)
+            and len(tok) <= 6
+            and all(c in "ABCDEF" for c in tok)
+        ):
             letters.update(tok)
     if n_options is not None:
         allowed = {chr(ord("A") + i) for i in range(n_options)}
@@ -52,8 +56,12 @@ def mean_multi_select(predictions: Iterable[str], answers: Iterable[str]) -> dic
     """Macro-averaged (per item) precision, recall, F1 and exact-match accuracy."""
     rows = [multi_select_scores(p, a) for p, a in zip(predictions, answers, strict=True)]
     if not rows:
-        return {"precision": float("nan"), "recall": float("nan"), "f1": float("nan"),
-                "exact": float("nan")}
+        return {
+            "precision": float("nan"),
+            "recall": float("nan"),
+            "f1": float("nan"),
+            "exact": float("nan"),
+        }
     return {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
 
 

@@ -20,8 +20,9 @@ THRESHOLDS = (0.3, 0.5, 0.7)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-def parse_prediction(text: str, width: int, height: int, convention: str = "auto"
-                     ) -> BoxXYXY | None:
+def parse_prediction(
+    text: str, width: int, height: int, convention: str = "auto"
+) -> BoxXYXY | None:
     """The first box in ``text`` as xyxy pixel edges, or ``None`` when there is none."""
     try:
         if convention != "auto":
@@ -52,16 +53,21 @@ def summarize(ious: Sequence[float]) -> dict[str, float]:
     return out
 
 
-def score_items(items: Iterable[Item], predictions: Mapping[str, str], image_size: int = 336,
-                convention: str = "auto") -> dict[str, dict[str, float]]:
+def score_items(
+    items: Iterable[Item],
+    predictions: Mapping[str, str],
+    image_size: int = 336,
+    convention: str = "auto",
+) -> dict[str, dict[str, float]]:
     """Per task and ``"all"``: the summary of IoUs between each item's ``answer_bbox`` and the
     prediction for its ``item_id`` (missing or unparseable = IoU 0)."""
     by_task: dict[str, list[float]] = defaultdict(list)
     for item in items:
         if item.answer_bbox is None:
             continue
-        box = parse_prediction(predictions.get(item.item_id, ""), image_size, image_size,
-                               convention)
+        box = parse_prediction(
+            predictions.get(item.item_id, ""), image_size, image_size, convention
+        )
         value = iou(box, item.answer_bbox) if box is not None else 0.0
         by_task[item.task].append(value)
         by_task["all"].append(value)

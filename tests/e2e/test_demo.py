@@ -156,4 +156,6 @@ def test_workers_give_identical_exports(builds, tmp_path, request):
     a, _, _, _ = builds
     recipe = str(request.config.rootpath / "recipes" / "demo.yaml")
     assert main(["run", recipe, "-o", str(tmp_path / "w2"), "-q", "--workers", "2", *SMALL]) == 0
-    assert (tmp_path / "w2" / "checksums.sha256").read_text() == (a / "checksums.sha256").read_text()
+    assert (tmp_path / "w2" / "checksums.sha256").read_text() == (
+        a / "checksums.sha256"
+    ).read_text()

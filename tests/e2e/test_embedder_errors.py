@@ -9,8 +9,18 @@ SMALL = ["--set", "sources.0.generate.n_images=10", "--set", "sources.0.generate
 
 def test_missing_pretrained_weights_is_one_clear_line(tmp_path, repo, capsys):
     start = time.monotonic()
-    code = main(["run", str(repo / "recipes" / "demo.yaml"), "-o", str(tmp_path), "-q", *SMALL,
-                 "--set", "embedder=open_clip:ViT-B-32/openai"])
+    code = main(
+        [
+            "run",
+            str(repo / "recipes" / "demo.yaml"),
+            "-o",
+            str(tmp_path),
+            "-q",
+            *SMALL,
+            "--set",
+            "embedder=open_clip:ViT-B-32/openai",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
     assert "ViT-B-32" in err and "checkpoint" in err and "Traceback" not in err
@@ -19,7 +29,17 @@ def test_missing_pretrained_weights_is_one_clear_line(tmp_path, repo, capsys):
 
 def test_missing_local_checkpoint_is_one_clear_line(tmp_path, repo, capsys):
     missing = tmp_path / "nope.safetensors"
-    code = main(["run", str(repo / "recipes" / "demo.yaml"), "-o", str(tmp_path / "o"), "-q", *SMALL,
-                 "--set", f"embedder=open_clip:ViT-B-32/{missing}"])
+    code = main(
+        [
+            "run",
+            str(repo / "recipes" / "demo.yaml"),
+            "-o",
+            str(tmp_path / "o"),
+            "-q",
+            *SMALL,
+            "--set",
+            f"embedder=open_clip:ViT-B-32/{missing}",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and str(missing) in err and err.count("\n") == 1, err

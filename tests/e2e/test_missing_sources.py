@@ -28,7 +28,10 @@ def test_missing_sources_are_all_named(tmp_path, repo, capsys, monkeypatch):
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: 2 source(s) missing: kvasir (expected at")
-    assert "kvasir-dataset-v2.zip" in err and "kvasir-seg (root ${KVASIR_SEG_ROOT} uses an unset environment variable" in err
+    assert (
+        "kvasir-dataset-v2.zip" in err
+        and "kvasir-seg (root ${KVASIR_SEG_ROOT} uses an unset environment variable" in err
+    )
     assert "--allow-missing" in err and err.count("\n") == 1
 
 

@@ -44,7 +44,10 @@ def test_demo_recipe_loads(repo):
             lambda d: d["tasks"][0].update(n_options=9),
             ["tasks.0.n_options=9", "less than or equal to 6"],
         ),
-        (lambda d: d["export"].update(formats=["hf", "pdf"]), ["export.formats", "allowed: hf,", "vlmeval"]),
+        (
+            lambda d: d["export"].update(formats=["hf", "pdf"]),
+            ["export.formats", "allowed: hf,", "vlmeval"],
+        ),
         (lambda d: d["tasks"][0].update(where={"colour": "red"}), ["tasks.0.where", "modality"]),
     ],
 )

@@ -9,9 +9,21 @@ from medvqa_build.scoring_grounding import parse_prediction, score_items
 
 
 def _item(item_id, box, task="referring"):
-    return Item(item_id=item_id, benchmark="b", category="c", task=task, subtask=task, source="s",
-                sample_ids=("s:1",), images=("generated://a.png",), question="q", options=(),
-                answer="", gt="", answer_bbox=box)
+    return Item(
+        item_id=item_id,
+        benchmark="b",
+        category="c",
+        task=task,
+        subtask=task,
+        source="s",
+        sample_ids=("s:1",),
+        images=("generated://a.png",),
+        question="q",
+        options=(),
+        answer="",
+        gt="",
+        answer_bbox=box,
+    )
 
 
 def test_iou_self_and_shifted():
@@ -20,12 +32,15 @@ def test_iou_self_and_shifted():
     assert iou(box, (120.0, 100.0, 160.0, 120.0)) == pytest.approx(1 / 3)  # half overlap
 
 
-@pytest.mark.parametrize("text", [
-    "[100, 100, 140, 120]",
-    "<|box_start|>(100,100),(140,120)<|box_end|>",
-    "It's in the first image. [0.2976, 0.2976, 0.4167, 0.3571]",
-    "<box>[298, 298, 417, 357]</box>",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[100, 100, 140, 120]",
+        "<|box_start|>(100,100),(140,120)<|box_end|>",
+        "It's in the first image. [0.2976, 0.2976, 0.4167, 0.3571]",
+        "<box>[298, 298, 417, 357]</box>",
+    ],
+)
 def test_any_convention_parses(text):
     box = parse_prediction(text, 336, 336)
     assert iou(box, (100, 100, 140, 120)) > 0.97

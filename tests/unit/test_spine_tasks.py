@@ -22,8 +22,12 @@ from medvqa_build.tasks.spine_diagnosis import SPINEBENCH_LABELS
 
 from ..fixtures.sources import buu_lspine, csxa, rsna_lumbar, vindr_spinexr
 
-WRITERS = {"rsna-lumbar": rsna_lumbar, "vindr-spinexr": vindr_spinexr, "csxa": csxa,
-           "buu-lspine": buu_lspine}
+WRITERS = {
+    "rsna-lumbar": rsna_lumbar,
+    "vindr-spinexr": vindr_spinexr,
+    "csxa": csxa,
+    "buu-lspine": buu_lspine,
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,18 +36,37 @@ def built(tmp_path_factory):
     samples = []
     for sid, mod in WRITERS.items():
         samples += load_source(sid, mod.write(base / sid)).samples
-    recipe = Recipe.from_dict({
-        "name": "spine", "benchmark": "SpineBench", "seed": 1,
-        "sources": [{"id": sid, "root": str(base / sid)} for sid in WRITERS],
-        "tasks": [
-            {"name": "sdd", "generator": "spine_diagnosis", "category": "Spinal Disease Diagnosis",
-             "task": "Disease Diagnosis", "quota": 50, "n_options": 5,
-             "negatives": {"strategy": "visual_class", "mandatory": ["Healthy"],
-                           "params": {"library_size": 200}}},
-            {"name": "sll", "generator": "spine_localisation", "category": "Localization",
-             "task": "Lesion Localization", "quota": 50, "n_options": 5},
-        ],
-    })
+    recipe = Recipe.from_dict(
+        {
+            "name": "spine",
+            "benchmark": "SpineBench",
+            "seed": 1,
+            "sources": [{"id": sid, "root": str(base / sid)} for sid in WRITERS],
+            "tasks": [
+                {
+                    "name": "sdd",
+                    "generator": "spine_diagnosis",
+                    "category": "Spinal Disease Diagnosis",
+                    "task": "Disease Diagnosis",
+                    "quota": 50,
+                    "n_options": 5,
+                    "negatives": {
+                        "strategy": "visual_class",
+                        "mandatory": ["Healthy"],
+                        "params": {"library_size": 200},
+                    },
+                },
+                {
+                    "name": "sll",
+                    "generator": "spine_localisation",
+                    "category": "Localization",
+                    "task": "Lesion Localization",
+                    "quota": 50,
+                    "n_options": 5,
+                },
+            ],
+        }
+    )
     rng = np.random.default_rng(0)
     embeddings = {s.sample_id: rng.normal(size=16).astype(np.float32) for s in samples}
     manifests = {sid: get_source(sid).manifest for sid in WRITERS}

@@ -1,4 +1,5 @@
-"""The exporter interface: one build context in, one output folder out, byte-identical per recipe."""
+"""The exporter interface: one build context in, one output folder out, byte-identical per
+recipe."""
 
 from __future__ import annotations
 

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..media.image import read_image_size
+from ..media.load import check_any_image, export_image_bytes
 from ..records import Item
 from ..schema import atomic_path
-from ..media.load import check_any_image, export_image_bytes
 
 LETTERS = string.ascii_uppercase
 # VLMEvalKit switches to circular evaluation for dataset names containing these (smp/misc.py).

@@ -21,13 +21,13 @@ import pyarrow.parquet as pq
 
 from ..errors import UsageError
 from ..images import export_name
+from ..media.load import export_image_bytes
 from ..records import Item
 from ..schema import atomic_path, item_features, items_to_table
 from .base import EXPORTERS, ExportContext
 from .card import dataset_card
 from .common import slug, task_configs, write_bytes, write_text
 from .plots import card_plots
-from ..media.load import export_image_bytes
 
 IMAGE_LIST = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
 ROW_GROUP_ROWS = 100  # small row groups: the dataset viewer and streaming read images lazily
@@ -44,7 +44,10 @@ def hf_features():
 def _table(items: Sequence[Item], resolve: Callable[[str], Path], meta: bytes) -> pa.Table:
     table = items_to_table(items)
     images = [
-        [{"bytes": export_image_bytes(resolve(ref))[0], "path": export_name(ref)} for ref in i.images]
+        [
+            {"bytes": export_image_bytes(resolve(ref))[0], "path": export_name(ref)}
+            for ref in i.images
+        ]
         for i in items
     ]
     table = table.set_column(

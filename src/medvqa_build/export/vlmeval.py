@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..media.dicom import is_dicom
+from ..media.load import export_image_bytes
 from ..records import Item
 from .base import EXPORTERS, ExportContext
 from .common import LETTERS, answer_letters, check_export_name, is_mcq, require_items, write_bytes
 from .tsv_text import encode_column
-from ..media.dicom import is_dicom
-from ..media.load import export_image_bytes
 
 log = logging.getLogger(__name__)
 CIRCULAR_STEP = 1_000_000

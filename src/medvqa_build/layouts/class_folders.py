@@ -64,8 +64,10 @@ def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitRows | None
     for row in table.to_dict("records"):
         name = Path(str(row[o.file_column]).strip()).name
         raw = str(row[o.split_column]).strip()
-        value = (f"{o.split_prefix}{raw}" if raw else None,
-                 str(row[o.class_column]).strip() if o.class_column else None)
+        value = (
+            f"{o.split_prefix}{raw}" if raw else None,
+            str(row[o.class_column]).strip() if o.class_column else None,
+        )
         if rows.setdefault(name, value) != value:
             raise SourceError(
                 f"{ctx.source}: split table lists {name!r} twice with different values",
@@ -143,5 +145,10 @@ def _log_unmatched(ctx: ScanContext, o: SplitTableOptions, names: list[str]) -> 
     """Rows naming no image under ROOT are not candidates (a partial download is legitimate):
     they are ignored, and counted in the log so a wrong ROOT or table is still visible."""
     if names:
-        log.warning("%s: %d row(s) of %s name no image under ROOT (ignored), e.g. %s",
-                    ctx.source, len(names), o.file, ", ".join(names[:3]))
+        log.warning(
+            "%s: %d row(s) of %s name no image under ROOT (ignored), e.g. %s",
+            ctx.source,
+            len(names),
+            o.file,
+            ", ".join(names[:3]),
+        )

@@ -49,30 +49,45 @@ class CocoJson:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SourceError(f"{ctx.source}: annotation file is not valid JSON ({exc})",
-                              where=str(path)) from None
-        keys = ["images", "annotations", "categories", *self.o.image_fields.values(),
-                *self.o.region_list_fields.values()]
+            raise SourceError(
+                f"{ctx.source}: annotation file is not valid JSON ({exc})", where=str(path)
+            ) from None
+        keys = [
+            "images",
+            "annotations",
+            "categories",
+            *self.o.image_fields.values(),
+            *self.o.region_list_fields.values(),
+        ]
         missing = [k for k in keys if not isinstance(data, dict) or k not in data]
         if missing:
             found = list(data) if isinstance(data, dict) else type(data).__name__
-            raise SourceError(f"{ctx.source}: COCO file lacks key(s) {missing}; it has {found}",
-                              where=str(path), fix="check the manifest's annotations path")
+            raise SourceError(
+                f"{ctx.source}: COCO file lacks key(s) {missing}; it has {found}",
+                where=str(path),
+                fix="check the manifest's annotations path",
+            )
         return path, data
 
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
         path, data = self._load(ctx)
-        names = {k: {c["id"]: c["name"] for c in data[k]}
-                 for k in {"categories", *self.o.image_fields.values(),
-                           *self.o.region_list_fields.values()}}
+        names = {
+            k: {c["id"]: c["name"] for c in data[k]}
+            for k in {
+                "categories",
+                *self.o.image_fields.values(),
+                *self.o.region_list_fields.values(),
+            }
+        }
         by_image: dict = defaultdict(list)
         image_ids = {image["id"] for image in data["images"]}
         for ann in data["annotations"]:
             if ann.get("image_id") in image_ids:
                 by_image[ann["image_id"]].append(ann)
             else:
-                yield ctx.quarantine(path, f"annotation {ann.get('id')} names unknown image "
-                                           f"{ann.get('image_id')}")
+                yield ctx.quarantine(
+                    path, f"annotation {ann.get('id')} names unknown image {ann.get('image_id')}"
+                )
         for image in sorted(data["images"], key=lambda im: str(im["file_name"])):
             yield self._sample(ctx, image, by_image[image["id"]], names)
 
@@ -82,19 +97,26 @@ class CocoJson:
         try:
             width, height = check_image(ctx.safe_path(rel), ctx.verify)
             if (image.get("width"), image.get("height")) not in ((width, height), (None, None)):
-                raise ImageProblem(f"image is {width}x{height}, the annotation says "
-                                   f"{image.get('width')}x{image.get('height')}")
+                raise ImageProblem(
+                    f"image is {width}x{height}, the annotation says "
+                    f"{image.get('width')}x{image.get('height')}"
+                )
             attributes = self._image_fields(ctx, anns, names)
             regions, raw_labels = [], []
             for i, ann in enumerate(anns):
                 raw = _name(names["categories"], ann.get("category_id"), "category")
                 raw_labels.append(raw)
-                regions.append(Region(label=ctx.canonical(raw),
-                                      bbox=self._box(ann.get("bbox"), width, height),
-                                      polygon=_polygon(ann.get("segmentation"))))
+                regions.append(
+                    Region(
+                        label=ctx.canonical(raw),
+                        bbox=self._box(ann.get("bbox"), width, height),
+                        polygon=_polygon(ann.get("segmentation")),
+                    )
+                )
                 for field, key in o.region_list_fields.items():
-                    values = [ctx.canonical(_name(names[key], v, field))
-                              for v in ann.get(field) or ()]
+                    values = [
+                        ctx.canonical(_name(names[key], v, field)) for v in ann.get(field) or ()
+                    ]
                     attributes[f"region{i}.{field}"] = ",".join(values)
                     union = set(filter(None, attributes.get(field, "").split(","))) | set(values)
                     attributes[field] = ",".join(sorted(union))
@@ -139,8 +161,10 @@ class CocoJson:
         box = [x, y, x + w, y + h]  # COCO boxes are pixel-edge: x + w is already exclusive
         tol = self.o.clip_tolerance_px
         limits = (width, height, width, height)
-        box = [min(max(v, 0.0), float(lim)) if -tol <= v <= lim + tol else v
-               for v, lim in zip(box, limits, strict=True)]
+        box = [
+            min(max(v, 0.0), float(lim)) if -tol <= v <= lim + tol else v
+            for v, lim in zip(box, limits, strict=True)
+        ]
         problem = box_problem(box, width, height)
         if problem:
             raise ImageProblem(problem)

@@ -128,8 +128,15 @@ class ColourLabelMasks:
             split=o.split,
         )
 
-    def _xml(self, ctx: ScanContext, seq: Path, path: Path, width: int, height: int,
-             regions: list[Region]) -> dict[str, str]:
+    def _xml(
+        self,
+        ctx: ScanContext,
+        seq: Path,
+        path: Path,
+        width: int,
+        height: int,
+        regions: list[Region],
+    ) -> dict[str, str]:
         """Append the frame's XML instrument boxes to ``regions``; their attributes."""
         x = self.o.annotations_xml
         if x is None:
@@ -147,15 +154,19 @@ class ColourLabelMasks:
         """``(raw name, binary mask)`` of each listed class in the label image, in table order."""
         rgb = load_rgb(label_file).astype(np.int32)
         if rgb.shape[:2] != (height, width):
-            raise ImageProblem(f"label {label_file.name} is {rgb.shape[1]}x{rgb.shape[0]}, "
-                               f"image is {width}x{height}")
+            raise ImageProblem(
+                f"label {label_file.name} is {rgb.shape[1]}x{rgb.shape[0]}, "
+                f"image is {width}x{height}"
+            )
         packed = (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
         colours, counts = np.unique(packed, return_counts=True)
         unknown = [(int(c), int(n)) for c, n in zip(colours, counts, strict=True) if c not in table]
         if unknown:
             c, n = unknown[0]
-            raise LabelProblem(f"label colour {[c >> 16, (c >> 8) & 255, c & 255]} ({n} px) is "
-                               f"not in {self.o.colour_map}")
+            raise LabelProblem(
+                f"label colour {[c >> 16, (c >> 8) & 255, c & 255]} ({n} px) is "
+                f"not in {self.o.colour_map}"
+            )
         present = {int(c) for c in colours}
         for colour, raw in table.items():
             if colour in present and raw not in self.o.skip_classes:
@@ -167,6 +178,11 @@ def _component_regions(binary: np.ndarray, label: str, min_area_px: int) -> list
     regions = []
     for component in mask_components(binary, min_area_px=min_area_px):
         size_hw, counts = rle_encode(component)
-        regions.append(Region(label=label, bbox=mask_to_xyxy(component),
-                              mask=MaskRef(size_hw=size_hw, counts=counts)))
+        regions.append(
+            Region(
+                label=label,
+                bbox=mask_to_xyxy(component),
+                mask=MaskRef(size_hw=size_hw, counts=counts),
+            )
+        )
     return regions

@@ -36,7 +36,8 @@ def _disc_levels(flagged: set[str]) -> list[str]:
     """``L4-bottom`` or ``L5-top`` flagged -> ``L4/L5`` (the segment between them)."""
     order = ["L1", "L2", "L3", "L4", "L5", "S1"]
     return [
-        f"{a}/{b}" for a, b in zip(order, order[1:], strict=False)
+        f"{a}/{b}"
+        for a, b in zip(order, order[1:], strict=False)
         if f"{a}-bottom" in flagged or f"{b}-top" in flagged
     ]
 
@@ -89,8 +90,10 @@ class CornerPointCsv:
                     raise ImageProblem(f"line {line}: non-numeric value in {row}") from None
                 for x, y in ((x1, y1), (x2, y2)):
                     if not (0 <= x < width and 0 <= y < height):
-                        raise ImageProblem(f"line {line}: corner ({x:g}, {y:g}) lies outside "
-                                           f"the {width}x{height} image")
+                        raise ImageProblem(
+                            f"line {line}: corner ({x:g}, {y:g}) lies outside "
+                            f"the {width}x{height} image"
+                        )
                 if flag:
                     flagged.add(edge)
                 regions.append(Region(label=edge, points=((x1, y1), (x2, y2)), level="point"))

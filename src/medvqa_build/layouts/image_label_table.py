@@ -26,7 +26,8 @@ class ImageLabelTableOptions(BaseModel):
     # row key forms tried per image; {sub} = the image's folder below images_dir, {name} = file
     # name, {stem} = name without extension
     keys: list[str] = Field(
-        default=["{sub}/{name}", "{sub}/{stem}", "{name}", "{stem}"], min_length=1)
+        default=["{sub}/{name}", "{sub}/{stem}", "{name}", "{stem}"], min_length=1
+    )
 
 
 def _files(opts: ImageLabelTableOptions) -> list[str]:

@@ -73,8 +73,10 @@ class ImageMaskPairs:
     def __init__(self, options: ImageMaskPairsOptions):
         self.o = options
         if (options.group_by == "regex") != (options.group_regex is not None):
-            raise SourceError("group_regex is needed with, and only with, group_by: regex",
-                              where=f"group_by={options.group_by!r}")
+            raise SourceError(
+                "group_regex is needed with, and only with, group_by: regex",
+                where=f"group_by={options.group_by!r}",
+            )
         self._group_re = re.compile(options.group_regex) if options.group_regex else None
 
     def _folders(self, ctx: ScanContext) -> PairFolders:
@@ -107,7 +109,8 @@ class ImageMaskPairs:
                 if number is not None and first <= int(number.group()) <= last:
                     return name
             raise ImageProblem(
-                f"image number {path.stem!r} is in none of the manifest's group_ranges")
+                f"image number {path.stem!r} is in none of the manifest's group_ranges"
+            )
         if self._group_re is not None:
             match = self._group_re.search(path.relative_to(root).as_posix())
             if match is None:
@@ -115,16 +118,25 @@ class ImageMaskPairs:
             return match.group(1)
         return key
 
-    def _sample(self, ctx: ScanContext, folders: PairFolders, base: Path, path: Path,
-                boxes: dict | None, labels: dict[str, str] | None) -> Sample | QuarantineEntry:
+    def _sample(
+        self,
+        ctx: ScanContext,
+        folders: PairFolders,
+        base: Path,
+        path: Path,
+        boxes: dict | None,
+        labels: dict[str, str] | None,
+    ) -> Sample | QuarantineEntry:
         o = self.o
         rel = ctx.rel(path)
         sub = path.parent.relative_to(base).as_posix()
         for old, new in folders.mask_subdir_replace.items():
             sub = sub.replace(old, new)
         names = [folders.mask_name] if isinstance(folders.mask_name, str) else folders.mask_name
-        candidates = [ctx.root / folders.masks_dir / sub / n.format(stem=path.stem, ext=path.suffix)
-                      for n in names]
+        candidates = [
+            ctx.root / folders.masks_dir / sub / n.format(stem=path.stem, ext=path.suffix)
+            for n in names
+        ]
         mask_file = next((c for c in candidates if c.is_file()), candidates[0])
         key = path.relative_to(ctx.root).with_suffix("").as_posix()
         attributes = dict(o.attributes)
@@ -143,7 +155,8 @@ class ImageMaskPairs:
                 if path.stem not in boxes:
                     raise ImageProblem(f"image not listed in {folders.boxes.file}")
                 box_regions, _ = regions_from_entry(
-                    ctx, folders.boxes, boxes[path.stem], width, height)
+                    ctx, folders.boxes, boxes[path.stem], width, height
+                )
                 # Masks are the authoritative outline; the owners' boxes are kept beside them.
                 attributes["source_boxes"] = json.dumps([list(r.bbox) for r in box_regions])
                 attributes["box_count"] = str(len(box_regions))
@@ -168,8 +181,9 @@ class ImageMaskPairs:
             split=o.split,
         )
 
-    def _mask_regions(self, ctx: ScanContext, mask_file: Path, label: str, width: int,
-                      height: int) -> tuple[Region, ...]:
+    def _mask_regions(
+        self, ctx: ScanContext, mask_file: Path, label: str, width: int, height: int
+    ) -> tuple[Region, ...]:
         regions = regions_from_mask(mask_file, label, width, height, self.o.min_area_px)
         if self.o.mask_regions == "components" or not regions:
             return regions

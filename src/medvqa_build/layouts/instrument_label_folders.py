@@ -114,14 +114,17 @@ class InstrumentLabelFolders:
             raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
         mask = load_mask(mask_file)
         if mask.shape[:2] != (height, width):
-            raise ImageProblem(f"mask {ctx.rel(mask_file)} is {mask.shape[1]}x{mask.shape[0]}, "
-                               f"image is {width}x{height}")
+            raise ImageProblem(
+                f"mask {ctx.rel(mask_file)} is {mask.shape[1]}x{mask.shape[0]}, "
+                f"image is {width}x{height}"
+            )
         nonzero = mask > 0
         if int(nonzero.sum()) < self.o.min_area_px:
             return None
         label = ctx.canonical(raw)
         values = {int(v) for v in np.unique(mask[nonzero])}
         parts = sorted(self.o.part_values[v] for v in values if v in self.o.part_values)
-        region = Region(label=label, bbox=mask_to_xyxy(nonzero),
-                        mask=MaskRef(path=ctx.rel(mask_file)))
+        region = Region(
+            label=label, bbox=mask_to_xyxy(nonzero), mask=MaskRef(path=ctx.rel(mask_file))
+        )
         return region, parts

@@ -76,7 +76,8 @@ def _box(obj: ET.Element, o: InstrumentXmlOptions, path: Path) -> tuple[float, .
         x1, y1, x2, y2 = (float(_text(node, t, path)) for t in ("xmin", "ymin", "xmax", "ymax"))
     except ValueError:
         raise ImageProblem(
-            f"annotation {path.name}: a <{o.box_tag}> coordinate is not a number") from None
+            f"annotation {path.name}: a <{o.box_tag}> coordinate is not a number"
+        ) from None
     pad = 1.0 if o.max_inclusive else 0.0
     return (x1, y1, x2 + pad, y2 + pad)
 

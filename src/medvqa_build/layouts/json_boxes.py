@@ -41,7 +41,8 @@ def read_box_json(ctx: ScanContext, opts: BoxJsonOptions) -> dict[str, dict]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SourceError(
-            f"{ctx.source}: box JSON is not valid JSON ({exc})", where=str(path)) from None
+            f"{ctx.source}: box JSON is not valid JSON ({exc})", where=str(path)
+        ) from None
     if not isinstance(data, dict):
         raise SourceError(
             f"{ctx.source}: box JSON must be an object keyed by image stem, "
@@ -65,8 +66,12 @@ def regions_from_entry(
     regions, raw_labels = [], []
     for raw in entry.get(opts.boxes_key) or ():
         try:
-            box = (float(raw["xmin"]), float(raw["ymin"]), float(raw["xmax"]) + pad,
-                   float(raw["ymax"]) + pad)
+            box = (
+                float(raw["xmin"]),
+                float(raw["ymin"]),
+                float(raw["xmax"]) + pad,
+                float(raw["ymax"]) + pad,
+            )
         except (KeyError, TypeError, ValueError):
             raise ImageProblem(f"box {raw!r} in {opts.file} lacks xmin/ymin/xmax/ymax") from None
         problem = box_problem(box, width, height)
@@ -119,8 +124,10 @@ class JsonBoxes:
             modality=ctx.modality,
             scene=ctx.scene,
             labels=labels,
-            attributes={"box_count": str(len(regions)),
-                        "source_label": "|".join(dict.fromkeys(raw_labels))},
+            attributes={
+                "box_count": str(len(regions)),
+                "source_label": "|".join(dict.fromkeys(raw_labels)),
+            },
             regions=regions,
             group_id=key,
         )

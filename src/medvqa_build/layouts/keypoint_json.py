@@ -106,6 +106,7 @@ class KeypointJson:
             raise ImageProblem(f"malformed shape {str(shape)[:80]}") from None
         for x, y in points:
             if not (0 <= x < width and 0 <= y < height):
-                raise ImageProblem(f"keypoint {name} ({x:g}, {y:g}) lies outside the "
-                                   f"{width}x{height} image")
+                raise ImageProblem(
+                    f"keypoint {name} ({x:g}, {y:g}) lies outside the {width}x{height} image"
+                )
         return Region(label=name, points=points, level="point")

@@ -46,7 +46,8 @@ class LabelTable:
         missing = [c for c in wanted if c not in table.columns]
         if missing:
             raise SourceError(
-                f"{ctx.source}: label table lacks column(s) {missing}; it has {list(table.columns)}",
+                f"{ctx.source}: label table lacks column(s) {missing}; "
+                f"it has {list(table.columns)}",
                 where=str(path),
                 fix=f"check the separator (manifest says {self.o.sep!r}) and the column names",
             )

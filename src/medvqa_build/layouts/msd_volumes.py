@@ -40,14 +40,18 @@ def read_labels(raw: dict, where: str) -> dict[int, str]:
     """Label value -> name, from either dialect; background (0) left out."""
     out: dict[int, str] = {}
     for key, value in raw.items():
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()
-                                      and not str(key).isdigit()):
+        if isinstance(value, int) or (
+            isinstance(value, str) and value.isdigit() and not str(key).isdigit()
+        ):
             out[int(value)] = str(key)  # nnU-Net v2: {"spleen": 1}
         elif str(key).isdigit():
             out[int(key)] = str(value)  # MSD: {"1": "spleen"}
         else:
-            raise SourceError(f"dataset.json label entry {key!r}: {value!r} is neither "
-                              "'value: name' nor 'name: value'", where=where)
+            raise SourceError(
+                f"dataset.json label entry {key!r}: {value!r} is neither "
+                "'value: name' nor 'name: value'",
+                where=where,
+            )
     out.pop(0, None)
     return out
 
@@ -71,11 +75,15 @@ class MsdVolumes:
         try:
             meta = json.loads(path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SourceError(f"{ctx.source}: {self.o.dataset_json} is not JSON ({exc})",
-                              where=str(path)) from None
+            raise SourceError(
+                f"{ctx.source}: {self.o.dataset_json} is not JSON ({exc})", where=str(path)
+            ) from None
         if "labels" not in meta:
-            raise SourceError(f"{ctx.source}: {self.o.dataset_json} has no 'labels' entry",
-                              where=str(path), fix="expected the MSD or nnU-Net dataset.json")
+            raise SourceError(
+                f"{ctx.source}: {self.o.dataset_json} has no 'labels' entry",
+                where=str(path),
+                fix="expected the MSD or nnU-Net dataset.json",
+            )
         labels = read_labels(meta["labels"], str(path))
         channels = meta.get("modality") or meta.get("channel_names") or {"0": "CT"}
         names = [channels[k] for k in sorted(channels, key=int)]
@@ -93,28 +101,44 @@ class MsdVolumes:
                 continue
             missing = [p for p in (image_path, label_path) if not p.is_file()]
             if missing:
-                yield ctx.quarantine(image, f"listed in {self.o.dataset_json} but "
-                                            f"{ctx.rel(missing[0])} is missing")
+                yield ctx.quarantine(
+                    image, f"listed in {self.o.dataset_json} but {ctx.rel(missing[0])} is missing"
+                )
                 continue
             images = self._channels(image_path, names, split_files="training" not in meta)
-            yield from scan_case(ctx, opts, CaseVolumes(
-                case=case, images=images, label=label_path,
-                labels=labels, modality=modality, group_id=case, attributes=attributes))
+            yield from scan_case(
+                ctx,
+                opts,
+                CaseVolumes(
+                    case=case,
+                    images=images,
+                    label=label_path,
+                    labels=labels,
+                    modality=modality,
+                    group_id=case,
+                    attributes=attributes,
+                ),
+            )
 
-    def _channels(self, image: Path, names: list[str], split_files: bool
-                  ) -> dict[str, tuple[Path, int | None]]:
+    def _channels(
+        self, image: Path, names: list[str], split_files: bool
+    ) -> dict[str, tuple[Path, int | None]]:
         if len(names) == 1:
             return {"": (image, None)}
         chosen = names[:1] if self.o.channels == "first" else names
         if split_files:  # nnU-Net v2: one file per channel, <case>_0000, <case>_0001, ...
-            return {name: (image.with_name(image.name.replace("_0000", f"_{k:04d}", 1)), None)
-                    for k, name in enumerate(chosen)}
+            return {
+                name: (image.with_name(image.name.replace("_0000", f"_{k:04d}", 1)), None)
+                for k, name in enumerate(chosen)
+            }
         return {name: (image, k) for k, name in enumerate(chosen)}
 
     def _pairs(self, ctx: ScanContext, meta: dict) -> list[tuple[str, str]]:
         if meta.get("training"):
-            return [(e["image"].removeprefix("./"), e["label"].removeprefix("./"))
-                    for e in meta["training"]]
+            return [
+                (e["image"].removeprefix("./"), e["label"].removeprefix("./"))
+                for e in meta["training"]
+            ]
         # nnU-Net v2: labelsTr/<case><ext> beside imagesTr/<case>_0000<ext> (first channel file)
         ext = meta.get("file_ending", ".nii.gz")
         labels_dir = ctx.require_dir("labelsTr", "label volume")

@@ -48,12 +48,15 @@ class NiftiPairs:
 
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
         o = self.o
-        anchors = sorted(p for p in ctx.root.glob(o.images_glob)
-                         if p.is_file() and not p.name.startswith("._"))
+        anchors = sorted(
+            p for p in ctx.root.glob(o.images_glob) if p.is_file() and not p.name.startswith("._")
+        )
         if not anchors:
-            raise SourceError(f"{ctx.source}: no image volume matches {o.images_glob!r} under "
-                              "the source root", where=str(ctx.root),
-                              fix="point ROOT at the unpacked dataset (see the source's docs page)")
+            raise SourceError(
+                f"{ctx.source}: no image volume matches {o.images_glob!r} under the source root",
+                where=str(ctx.root),
+                fix="point ROOT at the unpacked dataset (see the source's docs page)",
+            )
         pattern = re.compile(o.image_regex)
         for anchor in anchors:
             rel = ctx.rel(anchor)
@@ -72,16 +75,27 @@ class NiftiPairs:
             attributes.update(self._info(anchor, groups))
             stem = re.sub(r"\.nii(\.gz)?$", "", Path(rel).name)
             case = groups["case"] if o.sequences else stem
-            yield from scan_case(ctx, o, CaseVolumes(
-                case=case, images=images, label=label, labels=o.labels,
-                modality=o.modality or ctx.modality, group_id=groups.get(o.group, groups["case"]),
-                attributes=attributes))
+            yield from scan_case(
+                ctx,
+                o,
+                CaseVolumes(
+                    case=case,
+                    images=images,
+                    label=label,
+                    labels=o.labels,
+                    modality=o.modality or ctx.modality,
+                    group_id=groups.get(o.group, groups["case"]),
+                    attributes=attributes,
+                ),
+            )
 
     def _images(self, ctx: ScanContext, rel: str) -> dict[str, tuple[Path, int | None]]:
         if not self.o.sequences:
             return {"": (ctx.root / rel, None)}
-        return {name: (ctx.root / re.sub(self.o.sequence_regex, repl, rel), None)
-                for name, repl in self.o.sequences.items()}
+        return {
+            name: (ctx.root / re.sub(self.o.sequence_regex, repl, rel), None)
+            for name, repl in self.o.sequences.items()
+        }
 
     def _info(self, anchor: Path, groups: dict[str, str]) -> dict[str, str]:
         if self.o.info_file is None:

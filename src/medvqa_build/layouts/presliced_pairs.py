@@ -28,8 +28,10 @@ from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext
 
 # SA-Med2D-20M's image name: <modality>_<sub-modality>--<dataset>--<case>--<axis>_<index>.png
 # (the name definition of the corpus' own tooling, see docs/sources/sa-med2d-20m.md)
-SA_MED2D_IMAGE = (r"^(?P<modality>[^-]+)--(?P<dataset>.+?)--(?P<case>.+)--"
-                  r"(?P<axis>[a-z])_(?P<index>\d+)\.png$")
+SA_MED2D_IMAGE = (
+    r"^(?P<modality>[^-]+)--(?P<dataset>.+?)--(?P<case>.+)--"
+    r"(?P<axis>[a-z])_(?P<index>\d+)\.png$"
+)
 SA_MED2D_MASK = r"^(?P<class>\d+)_(?P<instance>\d+)\.png$"
 
 
@@ -71,8 +73,9 @@ class PreslicedPairs:
             if sep:
                 by_stem[stem].append(name)
         for name in _names(images):
-            yield self._sample(ctx, images / name, sorted(by_stem.get(Path(name).stem, [])),
-                               class_map)
+            yield self._sample(
+                ctx, images / name, sorted(by_stem.get(Path(name).stem, [])), class_map
+            )
 
     def _class_map(self, ctx: ScanContext) -> dict:
         if self.o.class_map_json is None:
@@ -81,11 +84,15 @@ class PreslicedPairs:
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise SourceError(f"{ctx.source}: cannot read {self.o.class_map_json} ({exc})",
-                              where=str(path), fix="re-extract the file from the release") from None
+            raise SourceError(
+                f"{ctx.source}: cannot read {self.o.class_map_json} ({exc})",
+                where=str(path),
+                fix="re-extract the file from the release",
+            ) from None
 
-    def _sample(self, ctx: ScanContext, path: Path, mask_names: list[str], class_map: dict
-                ) -> Sample | QuarantineEntry:
+    def _sample(
+        self, ctx: ScanContext, path: Path, mask_names: list[str], class_map: dict
+    ) -> Sample | QuarantineEntry:
         o, rel = self.o, ctx.rel(path)
         found = self._image_re.search(path.name)
         if found is None or "case" not in found.groupdict():
@@ -99,8 +106,9 @@ class PreslicedPairs:
             regions, raw = self._regions(ctx, path, mask_names, groups, class_map, width, height)
         except (ImageProblem, LabelProblem) as exc:
             return ctx.quarantine(rel, str(exc))
-        attributes = {k: v for k, v in groups.items()
-                      if k not in ("case", "axis", "index", "modality")}
+        attributes = {
+            k: v for k, v in groups.items() if k not in ("case", "axis", "index", "modality")
+        }
         if "modality" in groups:
             attributes["source_modality"] = groups["modality"]
         attributes.update(case=groups["case"], source_label=",".join(dict.fromkeys(raw)))
@@ -130,12 +138,20 @@ class PreslicedPairs:
             return ctx.modality, ""
         for key in sorted(self.o.modality_map, key=len, reverse=True):
             if token == key or token.startswith(key + "_"):
-                sub = token[len(key) + 1:]
+                sub = token[len(key) + 1 :]
                 return self.o.modality_map[key], "" if sub in ("", "00") else sub
         raise ImageProblem(f"modality {token!r} is not in the manifest's modality_map")
 
-    def _regions(self, ctx: ScanContext, path: Path, mask_names: list[str], groups: dict,
-                 class_map: dict, width: int, height: int) -> tuple[tuple[Region, ...], list[str]]:
+    def _regions(
+        self,
+        ctx: ScanContext,
+        path: Path,
+        mask_names: list[str],
+        groups: dict,
+        class_map: dict,
+        width: int,
+        height: int,
+    ) -> tuple[tuple[Region, ...], list[str]]:
         regions, raw = [], []
         for name in mask_names:
             part = name.rpartition(self.o.mask_separator)[2]
@@ -148,8 +164,9 @@ class PreslicedPairs:
             mask_file = ctx.root / self.o.masks_dir / name
             mask = load_mask(mask_file)
             if mask.shape[:2] != (height, width):
-                raise ImageProblem(f"mask {name} is {mask.shape[1]}x{mask.shape[0]}, image is "
-                                   f"{width}x{height}")
+                raise ImageProblem(
+                    f"mask {name} is {mask.shape[1]}x{mask.shape[0]}, image is {width}x{height}"
+                )
             binary = mask > 0
             box = mask_to_xyxy(binary)
             if box is None or int(binary.sum()) < self.o.min_area_px:
@@ -157,8 +174,13 @@ class PreslicedPairs:
             # one object per file (the corpus splits instances): the file is the mask, its RLE
             # rides along so the MedSG generators and renderers need not reopen the file
             size_hw, counts = rle_encode(binary)
-            regions.append(Region(label=ctx.canonical(structure), bbox=box, mask=MaskRef(
-                path=ctx.rel(mask_file), size_hw=size_hw, counts=counts)))
+            regions.append(
+                Region(
+                    label=ctx.canonical(structure),
+                    bbox=box,
+                    mask=MaskRef(path=ctx.rel(mask_file), size_hw=size_hw, counts=counts),
+                )
+            )
             raw.append(structure)
         if not regions:
             raise ImageProblem(f"every mask of {path.name} is left out by skip_structures")
@@ -173,12 +195,14 @@ class PreslicedPairs:
         key = groups.get(self.o.class_map_key)
         if key is not None and isinstance(class_map.get(key), dict):
             table = class_map[key]
-        names = {int(v): k for k, v in table.items() if isinstance(v, int | str)
-                 and str(v).isdigit()}
+        names = {
+            int(v): k for k, v in table.items() if isinstance(v, int | str) and str(v).isdigit()
+        }
         value = int(found["class"])
         if value not in names:
-            raise LabelProblem(f"class {value} of mask {name} is not in {self.o.class_map_json} "
-                               f"for {key!r}")
+            raise LabelProblem(
+                f"class {value} of mask {name} is not in {self.o.class_map_json} for {key!r}"
+            )
         return names[value]
 
 
@@ -192,5 +216,8 @@ class _Groups(dict):
 def _names(folder: Path) -> list[str]:
     """Sorted PNG names of a flat folder (millions of files: one scandir, no stat)."""
     with os.scandir(folder) as entries:
-        return sorted(e.name for e in entries
-                      if e.name.lower().endswith(".png") and not e.name.startswith("."))
+        return sorted(
+            e.name
+            for e in entries
+            if e.name.lower().endswith(".png") and not e.name.startswith(".")
+        )

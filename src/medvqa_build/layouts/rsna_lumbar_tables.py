@@ -75,15 +75,24 @@ class RsnaLumbarTables:
 
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
         o = self.o
-        labels = _read(ctx.require_file(o.labels_table, "labels table"), ["study_id"],
-                       ctx.source, o.labels_table)
+        labels = _read(
+            ctx.require_file(o.labels_table, "labels table"),
+            ["study_id"],
+            ctx.source,
+            o.labels_table,
+        )
         coords = _read(
             ctx.require_file(o.coordinates_table, "label coordinates table"),
             ["study_id", "series_id", "instance_number", "condition", "level", "x", "y"],
-            ctx.source, o.coordinates_table,
+            ctx.source,
+            o.coordinates_table,
         )
-        series = _read(ctx.require_file(o.series_table, "series descriptions table"),
-                       ["study_id", "series_id", "series_description"], ctx.source, o.series_table)
+        series = _read(
+            ctx.require_file(o.series_table, "series descriptions table"),
+            ["study_id", "series_id", "series_description"],
+            ctx.source,
+            o.series_table,
+        )
         ctx.require_dir(o.images_dir, "DICOM image")
         grades = {row["study_id"]: row for row in labels}
         described = {(r["study_id"], r["series_id"]): r["series_description"] for r in series}
@@ -92,8 +101,9 @@ class RsnaLumbarTables:
             key = (row["study_id"], row["series_id"], row["instance_number"])
             slices.setdefault(key, []).append(row)
         # numbers in numeric order; a non-numeric id (a damaged row) sorts after, not a crash
-        for key in sorted(slices, key=lambda k: tuple(
-                (0, int(p), "") if p.isdigit() else (1, 0, p) for p in k)):
+        for key in sorted(
+            slices, key=lambda k: tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in k)
+        ):
             yield self._slice(ctx, key, slices[key], grades, described)
 
     def _slice(self, ctx, key, rows, grades, described) -> Sample | QuarantineEntry:
@@ -150,8 +160,9 @@ class RsnaLumbarTables:
         severity = grade_row[column]
         if severity not in SEVERITIES:
             # the data page: "Some entries have incomplete labels" (empty grade)
-            raise LabelProblem(f"{column} of study {row['study_id']} is {severity!r}, "
-                               f"not one of {SEVERITIES}")
+            raise LabelProblem(
+                f"{column} of study {row['study_id']} is {severity!r}, not one of {SEVERITIES}"
+            )
         try:
             x, y = float(row["x"]), float(row["y"])
         except ValueError:

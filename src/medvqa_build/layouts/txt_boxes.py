@@ -98,7 +98,8 @@ class TxtBoxes:
         match = self._stem_re.search(path.stem)
         if match is None:
             raise ImageProblem(
-                f"no annotation name in {path.name!r} (regex {self.o.label_stem_regex!r})")
+                f"no annotation name in {path.name!r} (regex {self.o.label_stem_regex!r})"
+            )
         sub = path.parent.relative_to(base)
         return ctx.root / self.o.labels_dir / sub / f"{match.group(1)}.txt"
 
@@ -150,12 +151,14 @@ class TxtBoxes:
                 raise ImageProblem(problem)
             if raw not in masks:
                 masks[raw] = self._class_mask(ctx, path, raw, width, height)
-            regions.append(Region(label=ctx.canonical(raw), bbox=box,
-                                  mask=_mask_in_box(masks[raw], box)))
+            regions.append(
+                Region(label=ctx.canonical(raw), bbox=box, mask=_mask_in_box(masks[raw], box))
+            )
         return tuple(regions)
 
-    def _class_mask(self, ctx: ScanContext, path: Path, raw: str, width: int,
-                    height: int) -> np.ndarray | None:
+    def _class_mask(
+        self, ctx: ScanContext, path: Path, raw: str, width: int, height: int
+    ) -> np.ndarray | None:
         if self.o.class_masks is None:
             return None
         names = self.o.class_masks.name

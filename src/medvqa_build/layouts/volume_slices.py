@@ -54,21 +54,25 @@ class CaseVolumes:
     attributes: dict[str, str] = field(default_factory=dict)
 
 
-def _case_problem(images: dict[str, tuple[Path, int | None]], label: Path, atol: float
-                  ) -> str | None:
+def _case_problem(
+    images: dict[str, tuple[Path, int | None]], label: Path, atol: float
+) -> str | None:
     lab = load_canonical(label)
     for path, _ in images.values():
         img = load_canonical(path)
         if tuple(img.shape[:3]) != tuple(lab.shape[:3]):
-            return (f"label volume {label.name} is {tuple(lab.shape[:3])}, image {path.name} is "
-                    f"{tuple(img.shape[:3])}")
+            return (
+                f"label volume {label.name} is {tuple(lab.shape[:3])}, image {path.name} is "
+                f"{tuple(img.shape[:3])}"
+            )
         if not np.allclose(img.affine, lab.affine, atol=atol):
             return f"label volume {label.name} has another affine than image {path.name}"
     return None
 
 
-def scan_case(ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes
-              ) -> Iterator[Sample | QuarantineEntry]:
+def scan_case(
+    ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes
+) -> Iterator[Sample | QuarantineEntry]:
     """Samples of every foreground slice of one case, or quarantine entries with the reason."""
     first = next(iter(cv.images.values()))[0]
     try:
@@ -80,8 +84,11 @@ def scan_case(ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes
         values = {int(v) for v in np.unique(labels)} - {0}
         unknown = sorted(values - set(cv.labels))
         if unknown:
-            yield ctx.quarantine(first, f"label value(s) {unknown} of {cv.label.name} are not "
-                                        f"in the label list {cv.labels}")
+            yield ctx.quarantine(
+                first,
+                f"label value(s) {unknown} of {cv.label.name} are not "
+                f"in the label list {cv.labels}",
+            )
             return
         if not values:
             yield ctx.quarantine(first, f"label volume {cv.label.name} has no foreground")
@@ -102,9 +109,16 @@ def scan_case(ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes
             yield from _slice_samples(ctx, o, cv, labels, names, spacing, axis, int(index))
 
 
-def _slice_samples(ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes, labels: np.ndarray,
-                   names: dict[int, str], spacing: tuple, axis: str, index: int
-                   ) -> Iterator[Sample | QuarantineEntry]:
+def _slice_samples(
+    ctx: ScanContext,
+    o: VolumeSliceOptions,
+    cv: CaseVolumes,
+    labels: np.ndarray,
+    names: dict[int, str],
+    spacing: tuple,
+    axis: str,
+    index: int,
+) -> Iterator[Sample | QuarantineEntry]:
     plane = np.rint(slice_2d(labels, axis, index)).astype(np.int32)
     height, width = slice_shape_hw(labels.shape, axis)
     key = f"{cv.case}/{axis}/{index:04d}"
@@ -114,11 +128,18 @@ def _slice_samples(ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes, lab
         if int(mask.sum()) < o.min_area_px:
             continue
         size_hw, counts = rle_encode(mask)
-        regions.append(Region(label=names[value], bbox=mask_to_xyxy(mask),
-                              mask=MaskRef(size_hw=size_hw, counts=counts)))
+        regions.append(
+            Region(
+                label=names[value],
+                bbox=mask_to_xyxy(mask),
+                mask=MaskRef(size_hw=size_hw, counts=counts),
+            )
+        )
     if not regions:
-        yield ctx.quarantine(f"{ctx.rel(cv.label)}#{axis}={index}",
-                             f"every structure of this slice is below min_area_px={o.min_area_px}")
+        yield ctx.quarantine(
+            f"{ctx.rel(cv.label)}#{axis}={index}",
+            f"every structure of this slice is below min_area_px={o.min_area_px}",
+        )
         return
     values = {names[v]: v for v in names}
     row_mm, col_mm = slice_spacing(spacing, axis)  # type: ignore[arg-type]

@@ -125,12 +125,19 @@ def check_pixel_data(path: str | os.PathLike) -> None:
     else:
         return
     bits = int(ds.get("BitsAllocated", 8) or 8)
-    expected = (int(ds.get("Rows", 0) or 0) * int(ds.get("Columns", 0) or 0)
-                * int(ds.get("SamplesPerPixel", 1) or 1) * int(ds.get("NumberOfFrames", 1) or 1)
-                * bits + 7) // 8
+    expected = (
+        int(ds.get("Rows", 0) or 0)
+        * int(ds.get("Columns", 0) or 0)
+        * int(ds.get("SamplesPerPixel", 1) or 1)
+        * int(ds.get("NumberOfFrames", 1) or 1)
+        * bits
+        + 7
+    ) // 8
     if present < expected:
-        raise DicomProblem(f"truncated DICOM file: {present} bytes of pixel data, the header "
-                           f"describes {expected}; re-download it")
+        raise DicomProblem(
+            f"truncated DICOM file: {present} bytes of pixel data, the header "
+            f"describes {expected}; re-download it"
+        )
 
 
 def check_dicom(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:

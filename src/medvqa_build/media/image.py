@@ -78,8 +78,9 @@ def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int
     if head[:8] == b"\x89PNG\r\n\x1a\n" and not tail.endswith(_PNG_IEND):
         raise ImageProblem("truncated PNG (no IEND chunk); re-download the file")
     if head[:4] in (b"II*\x00", b"MM\x00*") and _tiff_truncated(path):
-        raise ImageProblem("truncated TIFF (pixel data ends past the end of the file); "
-                           "re-download the file")
+        raise ImageProblem(
+            "truncated TIFF (pixel data ends past the end of the file); re-download the file"
+        )
     if mode == "decode":
         load_rgb(path)
     return width, height

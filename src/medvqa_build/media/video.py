@@ -61,7 +61,6 @@ def read_frame(path: str | os.PathLike, index: int) -> np.ndarray:
     return cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)
 
 
-
 def frame_problems(path: str | os.PathLike, indices: list[int]) -> dict[int, str]:
     """Decode the given frames in one sequential pass; return ``{index: reason}`` for failures."""
     problems: dict[int, str] = {}

@@ -59,8 +59,9 @@ def load_canonical(path: str | os.PathLike):
         raise VolumeProblem(f"volume {Path(path).name} not found") from None
     except Exception as exc:  # nibabel raises many types for a damaged file
         message = str(exc).replace(str(path), Path(path).name)  # no absolute path in reasons
-        raise VolumeProblem(f"cannot read volume {Path(path).name} ({exc.__class__.__name__}: "
-                            f"{message})") from None
+        raise VolumeProblem(
+            f"cannot read volume {Path(path).name} ({exc.__class__.__name__}: {message})"
+        ) from None
 
 
 def volume_shape_affine(path: str | os.PathLike) -> tuple[tuple[int, ...], np.ndarray]:
@@ -126,8 +127,11 @@ def load_volume(path: str | os.PathLike, channel: int | None = None) -> np.ndarr
     return _volume_data(str(path), channel)
 
 
-def window_to_uint8(values: np.ndarray, window: str | tuple[float, float] | None,
-                    reference: np.ndarray | None = None) -> np.ndarray:
+def window_to_uint8(
+    values: np.ndarray,
+    window: str | tuple[float, float] | None,
+    reference: np.ndarray | None = None,
+) -> np.ndarray:
     """Grey levels 0..255: a CT window by name or ``(level, width)``; ``None``/``"mri"``
     scales between the 0.5th and 99.5th percentiles of ``reference`` (default: ``values``)."""
     values = np.asarray(values, dtype=np.float32)
@@ -137,8 +141,10 @@ def window_to_uint8(values: np.ndarray, window: str | tuple[float, float] | None
     else:
         if isinstance(window, str):
             if window not in CT_WINDOWS:
-                raise ValueError(f"unknown window {window!r}; use one of {sorted(CT_WINDOWS)}, "
-                                 "'mri' or (level, width)")
+                raise ValueError(
+                    f"unknown window {window!r}; use one of {sorted(CT_WINDOWS)}, "
+                    "'mri' or (level, width)"
+                )
             window = CT_WINDOWS[window]
         level, width = window
         lo, hi = level - width / 2, level + width / 2
@@ -148,9 +154,13 @@ def window_to_uint8(values: np.ndarray, window: str | tuple[float, float] | None
     return np.round(scaled).astype(np.uint8)
 
 
-def load_slice_rgb(path: str | os.PathLike, axis: str, index: int,
-                   window: str | tuple[float, float] | None = None,
-                   channel: int | None = None) -> np.ndarray:
+def load_slice_rgb(
+    path: str | os.PathLike,
+    axis: str,
+    index: int,
+    window: str | tuple[float, float] | None = None,
+    channel: int | None = None,
+) -> np.ndarray:
     """One slice as RGB uint8 ``(H, W, 3)``; MRI scaling uses the whole volume's percentiles
     so neighbouring slices of one volume share grey levels."""
     plane = slice_2d(load_volume(path, channel), axis, index)
@@ -174,8 +184,9 @@ def _percentile_range(path: str, channel: int | None) -> tuple[float, float]:
     return (lo + hi) / 2, max(hi - lo, 1e-6)
 
 
-def plane_to_voxel(axis: str, row: int, col: int, index: int,
-                   shape_xyz: tuple[int, ...]) -> tuple[int, int, int]:
+def plane_to_voxel(
+    axis: str, row: int, col: int, index: int, shape_xyz: tuple[int, ...]
+) -> tuple[int, int, int]:
     """RAS+ voxel ``(x, y, z)`` of pixel ``(row, col)`` of slice ``index`` along ``axis``
     (the inverse of :func:`slice_2d`'s flips)."""
     x_n, y_n, z_n = shape_xyz[:3]

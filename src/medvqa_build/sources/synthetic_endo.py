@@ -21,7 +21,8 @@ import numpy as np
 FINDINGS = ("Polyp", "Ulcer", "Bleeding", "Angiectasia", "Normal mucosa")
 PHASES = ("Preparation", "CalotTriangleDissection", "ClippingCutting", "GallbladderDissection")
 TOOLS = ("Grasper", "Hook", "Clipper", "Irrigator")
-# Which tools each phase uses (first is always present), so tools and phases correlate as in surgery.
+# Which tools each phase uses (first is always present), so tools and phases correlate as in
+# surgery.
 PHASE_TOOLS = {
     "Preparation": ("Grasper",),
     "CalotTriangleDissection": ("Hook", "Grasper"),
@@ -103,7 +104,9 @@ def _circular_noise(rng, n) -> np.ndarray:
     coeffs = rng.normal(0, 1, 4) / np.arange(1, 5)
     phases = rng.uniform(0, 2 * np.pi, 4)
     t = np.linspace(0, 2 * np.pi, n, endpoint=False)
-    noise = sum(c * np.sin((k + 2) * t + p) for k, (c, p) in enumerate(zip(coeffs, phases)))
+    noise = sum(
+        c * np.sin((k + 2) * t + p) for k, (c, p) in enumerate(zip(coeffs, phases, strict=True))
+    )
     return noise / (np.abs(noise).max() + 1e-6) * 0.5
 
 

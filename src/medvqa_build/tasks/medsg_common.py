@@ -69,9 +69,13 @@ def sample_rgb(sample: Sample, root: Path) -> np.ndarray:
     try:
         if sample.slice is not None:
             channel = sample.attributes.get("channel")
-            return load_slice_rgb(path, sample.slice.axis, sample.slice.index,
-                                  window=sample.attributes.get("window"),
-                                  channel=int(channel) if channel is not None else None)
+            return load_slice_rgb(
+                path,
+                sample.slice.axis,
+                sample.slice.index,
+                window=sample.attributes.get("window"),
+                channel=int(channel) if channel is not None else None,
+            )
         return load_rgb(path)
     except (VolumeProblem, ImageProblem) as exc:
         raise ItemProblem(f"{sample.sample_id}: {exc}") from None
@@ -111,11 +115,16 @@ def find_region(sample: Sample, label: str) -> Region | None:
     return next((r for r in sample.regions if r.label == label), None)
 
 
-def draw_red_box(rgb: np.ndarray, box: BoxInt, label: str, image_index: int = 0
-                 ) -> tuple[np.ndarray, DrawnShape]:
+def draw_red_box(
+    rgb: np.ndarray, box: BoxInt, label: str, image_index: int = 0
+) -> tuple[np.ndarray, DrawnShape]:
     """The reference image with a red box drawn into its pixels (and what was drawn)."""
-    result = render("box", rgb, [Mark(Region(label=label, bbox=tuple(map(float, box))), "red")],
-                    image_index=image_index)
+    result = render(
+        "box",
+        rgb,
+        [Mark(Region(label=label, bbox=tuple(map(float, box))), "red")],
+        image_index=image_index,
+    )
     return result.image, result.shapes[0]
 
 
@@ -142,8 +151,10 @@ class MedSGTask(TaskGenerator):
         out = []
         for s in samples:
             for k, r in enumerate(s.regions):
-                if r.bbox is not None and min(r.bbox[2] - r.bbox[0],
-                                              r.bbox[3] - r.bbox[1]) >= min_px:
+                if (
+                    r.bbox is not None
+                    and min(r.bbox[2] - r.bbox[0], r.bbox[3] - r.bbox[1]) >= min_px
+                ):
                     out.append(Candidate(s, r.label, r, k))
         return out
 
@@ -161,8 +172,12 @@ class MedSGTask(TaskGenerator):
             raise ItemProblem(f"answer box {list(box)} lies outside the {size}x{size} image")
         convention = ctx.spec.coord_format
         answer = format_box(box, convention, size, size)
-        fields = {"n": len(images), "ordinal": ORDINALS[target], "size": size,
-                  **built.get("fields", {})}
+        fields = {
+            "n": len(images),
+            "ordinal": ORDINALS[target],
+            "size": size,
+            **built.get("fields", {}),
+        }
         k = index % len(self.templates)
         question = self.templates[k].format(**fields)
         hint = FORMAT_HINTS[convention].format(**fields)

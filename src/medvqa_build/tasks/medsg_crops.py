@@ -63,8 +63,9 @@ class Concept(MedSGTask):
         return {"images": [concept, resize_rgb(rgb, size)], "box": box, "target": 1}
 
 
-def crop_boxes(grey: np.ndarray, n: int, rng: np.random.Generator, min_std: float = 8.0
-               ) -> list[BoxInt]:
+def crop_boxes(
+    grey: np.ndarray, n: int, rng: np.random.Generator, min_std: float = 8.0
+) -> list[BoxInt]:
     """``n`` square-ish boxes of 20-35 % of the side, textured (grey std >= ``min_std``) and
     hardly overlapping (IoU < 0.1), so every crop has one clear place in the source."""
     h, w = grey.shape
@@ -73,7 +74,7 @@ def crop_boxes(grey: np.ndarray, n: int, rng: np.random.Generator, min_std: floa
         bw, bh = (int(rng.uniform(0.2, 0.35) * s) for s in (w, h))
         x1, y1 = int(rng.integers(0, w - bw + 1)), int(rng.integers(0, h - bh + 1))
         box = (x1, y1, x1 + bw, y1 + bh)
-        if grey[y1:y1 + bh, x1:x1 + bw].std() < min_std:
+        if grey[y1 : y1 + bh, x1 : x1 + bw].std() < min_std:
             continue
         if all(iou(box, b) < 0.1 for b in boxes):
             boxes.append(box)
@@ -104,5 +105,9 @@ class Patch(MedSGTask):
         boxes = crop_boxes(src.mean(axis=2), n, ctx.rng)
         crops = [resize_rgb(src[y1:y2, x1:x2], self.size) for x1, y1, x2, y2 in boxes]
         k = int(ctx.rng.integers(n))
-        return {"images": [src, *crops], "box": boxes[k], "target": 0,
-                "fields": {"n_patches": n, "which": ORDINALS[k]}}
+        return {
+            "images": [src, *crops],
+            "box": boxes[k],
+            "target": 0,
+            "fields": {"n_patches": n, "which": ORDINALS[k]},
+        }

@@ -47,15 +47,16 @@ def check_local_change(before: np.ndarray, after: np.ndarray, box: BoxInt) -> No
         raise ItemProblem("the synthetic change altered pixels outside its box")
 
 
-def add_local_change(rgb: np.ndarray, rng: np.random.Generator, min_area_px: int = 30
-                     ) -> tuple[np.ndarray, BoxInt]:
+def add_local_change(
+    rgb: np.ndarray, rng: np.random.Generator, min_area_px: int = 30
+) -> tuple[np.ndarray, BoxInt]:
     """A copy of ``rgb`` with one smooth elliptical blob brightened or darkened inside the
     tissue, and the tight box (x2/y2 exclusive) of the changed pixels."""
     h, w = rgb.shape[:2]
     grey = rgb.mean(axis=2)
     for _ in range(20):
         bw, bh = (int(rng.integers(max(6, s // 14), max(7, s // 5))) for s in (w, h))
-        tissue = np.argwhere(grey[bh // 2: h - bh // 2, bw // 2: w - bw // 2] > 20)
+        tissue = np.argwhere(grey[bh // 2 : h - bh // 2, bw // 2 : w - bw // 2] > 20)
         if len(tissue):
             cy, cx = tissue[rng.integers(len(tissue))] + (bh // 2, bw // 2)
         else:
@@ -88,12 +89,19 @@ def random_affine(size: int, rng: np.random.Generator) -> np.ndarray:
 
 def warp(rgb: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     h, w = rgb.shape[:2]
-    return cv2.warpAffine(rgb, matrix, (w, h), flags=cv2.INTER_LINEAR,
-                          borderMode=cv2.BORDER_CONSTANT, borderValue=(0, 0, 0))
+    return cv2.warpAffine(
+        rgb,
+        matrix,
+        (w, h),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=(0, 0, 0),
+    )
 
 
-def shifted_change(rgb: np.ndarray, rng: np.random.Generator
-                   ) -> tuple[np.ndarray, BoxInt, np.ndarray]:
+def shifted_change(
+    rgb: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, BoxInt, np.ndarray]:
     """``(second image, answer box in its pixels, affine)``: the change is made on the first
     image, then the changed image is warped; the box is where warp(first) and the second
     image differ, so it lies in the second image's coordinates."""
@@ -107,8 +115,9 @@ def shifted_change(rgb: np.ndarray, rng: np.random.Generator
         x1, y1, x2, y2 = box
         corners = np.array([[x1, y1, 1], [x2, y1, 1], [x1, y2, 1], [x2, y2, 1]], dtype=float)
         mapped = corners @ matrix.T
-        inside = bool((mapped >= 1).all() and (mapped[:, 0] < w - 1).all()
-                      and (mapped[:, 1] < h - 1).all())
+        inside = bool(
+            (mapped >= 1).all() and (mapped[:, 0] < w - 1).all() and (mapped[:, 1] < h - 1).all()
+        )
         if inside and diff.any():
             new_box = tuple(int(v) for v in mask_to_xyxy(diff))
             check_local_change(moved_before, moved_after, new_box)  # type: ignore[arg-type]

@@ -48,12 +48,18 @@ class _PoolTask(MedSGTask):
             self._index = _PoolIndex(ctx.pool)
         return self._index
 
-    def fillers(self, ctx: GenContext, anchor: Sample, label: str, k: int,
-                other_modality: bool) -> list[Sample]:
+    def fillers(
+        self, ctx: GenContext, anchor: Sample, label: str, k: int, other_modality: bool
+    ) -> list[Sample]:
         """``k`` samples of other groups that do not show ``label`` (so the answer is unique)."""
-        pool = [s for s in ctx.pool if s.group_id != anchor.group_id
-                and find_region(s, label) is None and s.regions
-                and (not other_modality or s.modality != anchor.modality)]
+        pool = [
+            s
+            for s in ctx.pool
+            if s.group_id != anchor.group_id
+            and find_region(s, label) is None
+            and s.regions
+            and (not other_modality or s.modality != anchor.modality)
+        ]
         if len(pool) < k:
             raise ItemProblem(f"only {len(pool)} images without {label!r} to add, need {k}")
         return [pool[i] for i in sorted(ctx.rng.choice(len(pool), size=k, replace=False))]
@@ -84,8 +90,13 @@ class Crossmodal(_PoolTask):
         """Same case and slice in another MR sequence when there is one (BraTS), else the same
         structure in another modality (another dataset, another patient)."""
         with_label = self.index(ctx).by_label.get(label, [])
-        same_case = [s for s in with_label if s.group_id == a.group_id and s.slice == a.slice
-                     and s.attributes.get("sequence", "") != a.attributes.get("sequence", "")]
+        same_case = [
+            s
+            for s in with_label
+            if s.group_id == a.group_id
+            and s.slice == a.slice
+            and s.attributes.get("sequence", "") != a.attributes.get("sequence", "")
+        ]
         other = same_case or [s for s in with_label if s.modality != a.modality]
         if not other:
             raise ItemProblem(f"no image of {label!r} in another modality or sequence")
@@ -107,10 +118,14 @@ class Crossmodal(_PoolTask):
         for s in order:
             images.append(self.pixels(ctx, s, None)[0])
         _, target_mask = self.pixels(ctx, b, label)
-        return {"images": images, "box": box_of(target_mask, f"{label} in the target image"),
-                "target": target, "shapes": (shape0,), "samples": (a, *order),
-                "fields": {"ref_box": format_box(ref_box, ctx.spec.coord_format, self.size,
-                                                 self.size)}}
+        return {
+            "images": images,
+            "box": box_of(target_mask, f"{label} in the target image"),
+            "target": target,
+            "shapes": (shape0,),
+            "samples": (a, *order),
+            "fields": {"ref_box": format_box(ref_box, ctx.spec.coord_format, self.size, self.size)},
+        }
 
 
 @TASKS.register("referring")
@@ -136,11 +151,20 @@ class Referring(_PoolTask):
         order.insert(target, a)
         images = [self.pixels(ctx, s, None)[0] for s in order]
         _, mask = self.pixels(ctx, a, label)
-        ref = (f"<|object_ref_start|>{label}<|object_ref_end|>" if self.param("ref_tokens")
-               else label)
-        where = (f" The area is in exactly one of the {n} images; say which, then give its box."
-                 if n > 1 else "")
+        ref = (
+            f"<|object_ref_start|>{label}<|object_ref_end|>" if self.param("ref_tokens") else label
+        )
+        where = (
+            f" The area is in exactly one of the {n} images; say which, then give its box."
+            if n > 1
+            else ""
+        )
         prefix = f"It's in the {ORDINALS[target]} image. " if n > 1 else ""
-        return {"images": images, "box": box_of(mask, label), "target": target,
-                "samples": tuple(order), "fields": {"ref": ref, "where": where},
-                "gt_prefix": prefix}
+        return {
+            "images": images,
+            "box": box_of(mask, label),
+            "target": target,
+            "samples": tuple(order),
+            "fields": {"ref": ref, "where": where},
+            "gt_prefix": prefix,
+        }

@@ -68,9 +68,13 @@ class MultiView(MedSGTask):
     )
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        return [c for c in self.region_candidates(samples)
-                if c.sample.slice is not None and "label_volume" in c.sample.attributes
-                and c.truth in label_values(c.sample)]
+        return [
+            c
+            for c in self.region_candidates(samples)
+            if c.sample.slice is not None
+            and "label_volume" in c.sample.attributes
+            and c.truth in label_values(c.sample)
+        ]
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         s, size = cand.sample, self.size
@@ -95,8 +99,15 @@ class MultiView(MedSGTask):
             views, masks = [], []
             for axis in [s.slice.axis, *others]:
                 index = voxel_index(axis, voxel)
-                views.append(load_slice_rgb(root / s.image, axis, index,
-                                            window=s.attributes.get("window"), channel=channel))
+                views.append(
+                    load_slice_rgb(
+                        root / s.image,
+                        axis,
+                        index,
+                        window=s.attributes.get("window"),
+                        channel=channel,
+                    )
+                )
                 masks.append(load_label_slice(label_path, axis, index) == value)
         except VolumeProblem as exc:
             raise ItemProblem(f"{s.sample_id}: {exc}") from None
@@ -104,9 +115,13 @@ class MultiView(MedSGTask):
         masks = [resize_mask(m, size) for m in masks]
         ref_box = box_of(masks[0], f"{cand.truth} in the reference view")
         images[0], shape0 = draw_red_box(images[0], ref_box, cand.truth)
-        return {"images": images, "box": box_of(masks[-1], f"{cand.truth} in the last view"),
-                "target": len(images) - 1, "shapes": (shape0,),
-                "fields": _ref_fields(ref_box, ctx, size)}
+        return {
+            "images": images,
+            "box": box_of(masks[-1], f"{cand.truth} in the last view"),
+            "target": len(images) - 1,
+            "shapes": (shape0,),
+            "fields": _ref_fields(ref_box, ctx, size),
+        }
 
 
 def _position(s: Sample) -> int | None:
@@ -132,8 +147,9 @@ class ObjectTracking(MedSGTask):
         for s in samples:
             if _position(s) is not None:
                 axis = s.slice.axis if s.slice is not None else "frame"
-                groups[(s.source, s.group_id, s.image, axis,
-                        s.attributes.get("channel", ""))].append(s)
+                groups[
+                    (s.source, s.group_id, s.image, axis, s.attributes.get("channel", ""))
+                ].append(s)
         out = []
         for key in sorted(groups):
             seq = sorted(groups[key], key=_position)
@@ -161,6 +177,10 @@ class ObjectTracking(MedSGTask):
             masks.append(resize_mask(region_mask(find_region(s, cand.truth), s), size))
         ref_box = box_of(masks[0], f"{cand.truth} in the first image")
         images[0], shape0 = draw_red_box(images[0], ref_box, cand.truth)
-        return {"images": images, "box": box_of(masks[-1], f"{cand.truth} in the last image"),
-                "target": len(images) - 1, "shapes": (shape0,),
-                "fields": _ref_fields(ref_box, ctx, size)}
+        return {
+            "images": images,
+            "box": box_of(masks[-1], f"{cand.truth} in the last image"),
+            "target": len(images) - 1,
+            "shapes": (shape0,),
+            "fields": _ref_fields(ref_box, ctx, size),
+        }

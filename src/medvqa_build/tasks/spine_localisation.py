@@ -48,7 +48,10 @@ class SpineLocalisation(TaskGenerator):
             options=tuple(options),
             answer=",".join(LETTERS[i] for i in picked),
             gt=",".join(options[i] for i in picked),
-            negatives=Negatives(strategy="all_levels", candidates=tuple(
-                lv for lv in options if lv not in truths), pool_size=len(LUMBAR_LEVELS)),
+            negatives=Negatives(
+                strategy="all_levels",
+                candidates=tuple(lv for lv in options if lv not in truths),
+                pool_size=len(LUMBAR_LEVELS),
+            ),
             template_id=f"{self.name}/{k}",
         )

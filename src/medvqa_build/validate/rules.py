@@ -314,8 +314,10 @@ def _letter_balance(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
         counts = Counter(i.answer.strip() for i in group)
         # a task may mix option counts (polyp counting has 6, lesion counting 4): each item
         # adds 1/n to each of its own n letters
-        expected = {L: sum(1 / len(i.options) for i in group if k < len(i.options))
-                    for k, L in enumerate(LETTERS[:n_letters])}
+        expected = {
+            L: sum(1 / len(i.options) for i in group if k < len(i.options))
+            for k, L in enumerate(LETTERS[:n_letters])
+        }
         # each (task entry, option count) is balanced to within one item; a task made of
         # several entries may therefore be off by one per entry
         entries = len({(i.template_id.split("/")[0], len(i.options)) for i in group})

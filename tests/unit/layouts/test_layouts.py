@@ -22,7 +22,7 @@ def test_class_folders_kvasir_labels_and_quarantine(tmp_path):
     assert {"polyp", "z-line", "ulcerative colitis", "dyed lifted polyps"} <= labels
     reasons = {q.file: q.reason for q in result.quarantined}
     assert reasons == {
-        "kvasir-dataset-v2/stray.jpg": "expected 1 folder level(s) below 'kvasir-dataset-v2', found 0",
+        "kvasir-dataset-v2/stray.jpg": "expected 1 folder level(s) below 'kvasir-dataset-v2', found 0",  # noqa: E501
         "kvasir-dataset-v2/barretts/x.jpg": "label 'barretts' is not in the manifest's label_map",
         "kvasir-dataset-v2/polyps/broken.jpg": "empty file (0 bytes)",
     }

@@ -44,7 +44,9 @@ def test_export_bytes_are_png_without_header(tmp_path):
 def test_allow_list_refuses_patient_keywords(tmp_path):
     ds = read_header(_img(tmp_path, spacing=(0.5, 0.25)))
     assert allowed_attributes(ds, ["Modality", "PixelSpacing"]) == {
-        "dicom_Modality": "MR", "dicom_PixelSpacing": "0.5\\0.25"}
+        "dicom_Modality": "MR",
+        "dicom_PixelSpacing": "0.5\\0.25",
+    }
     with pytest.raises(ValueError, match="PatientName"):
         allowed_attributes(ds, ["PatientName"])
 

@@ -23,8 +23,12 @@ def test_acdc_phases_from_info_cfg(tmp_path):
     assert ed.attributes["source_label"] == "RV,MYO,LV" and ed.modality == "mri"
     assert by_id["acdc:patient002_frame08/axial/0001"].attributes["phase"] == "ES"
     lv = {s.attributes["phase"]: s for s in (ed, es)}
-    areas = {k: rle_decode(r.mask.size_hw, r.mask.counts).sum()
-             for k, s in lv.items() for r in s.regions if r.label == "left ventricle"}
+    areas = {
+        k: rle_decode(r.mask.size_hw, r.mask.counts).sum()
+        for k, s in lv.items()
+        for r in s.regions
+        if r.label == "left ventricle"
+    }
     assert areas["ES"] < areas["ED"]  # the cavity contracts at end-systole
     for r in ed.regions:
         assert mask_to_xyxy(rle_decode(r.mask.size_hw, r.mask.counts)) == r.bbox
@@ -39,8 +43,10 @@ def test_acdc_unknown_label_and_missing_gt_are_quarantined(tmp_path):
     (root / "database" / "training" / "patient002" / "patient002_frame08_gt.nii.gz").unlink()
     reasons = {q.file: q.reason for q in load_source("acdc", root).quarantined}
     assert "[4]" in reasons["database/training/patient001/patient001_frame12.nii.gz"]
-    assert "patient002_frame08_gt.nii.gz is missing" in reasons[
-        "database/training/patient002/patient002_frame08.nii.gz"]
+    assert (
+        "patient002_frame08_gt.nii.gz is missing"
+        in reasons["database/training/patient002/patient002_frame08.nii.gz"]
+    )
 
 
 def test_camus_views_phases_and_info(tmp_path):

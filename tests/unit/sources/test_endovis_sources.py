@@ -31,19 +31,31 @@ def test_endovis18_one_region_per_class_component(tmp_path):
     result = load_source("endovis18", root)
     assert not result.quarantined
     by_id = {s.sample_id: s for s in result.samples}
-    assert sorted(by_id) == [f"endovis18:{SEQ1}/frame000", f"endovis18:{SEQ1}/frame001",
-                             f"endovis18:{SEQ5}/frame000"]
+    assert sorted(by_id) == [
+        f"endovis18:{SEQ1}/frame000",
+        f"endovis18:{SEQ1}/frame001",
+        f"endovis18:{SEQ5}/frame000",
+    ]
     s = by_id[f"endovis18:{SEQ1}/frame000"]
     assert s.image == f"{SEQ1}/left_frames/frame000.png"
     assert (s.frame, s.width, s.height) == (0, 128, 102)
     assert (s.group_id, s.attributes["sequence"]) == ("seq_1", "seq_1")
-    assert s.labels == ("covered kidney", "instrument clasper", "instrument shaft",
-                        "instrument wrist")
+    assert s.labels == (
+        "covered kidney",
+        "instrument clasper",
+        "instrument shaft",
+        "instrument wrist",
+    )
     assert s.attributes["source_label"] == (
-        "covered-kidney,instrument-clasper,instrument-shaft,instrument-wrist")
+        "covered-kidney,instrument-clasper,instrument-shaft,instrument-wrist"
+    )
     # regions follow labels.json's class order; background-tissue is never a region
-    assert [r.label for r in s.regions] == ["instrument shaft", "instrument clasper",
-                                            "instrument wrist", "covered kidney"]
+    assert [r.label for r in s.regions] == [
+        "instrument shaft",
+        "instrument clasper",
+        "instrument wrist",
+        "covered kidney",
+    ]
     shaft = s.regions[0]
     assert shaft.bbox == (10.0, 10.0, 60.0, 30.0)  # x2/y2 exclusive
     mask = rle_decode(shaft.mask.size_hw, shaft.mask.counts)
@@ -75,14 +87,24 @@ def test_endovis18_quarantine_reasons(tmp_path):
     (root / SEQ5 / "left_frames" / "frame002.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     result = load_source("endovis18", root)
     assert result.samples == [] and result.found == 5
-    assert _reasons(result) == sorted([
-        (f"{SEQ1}/left_frames/frame000.png",
-         "label colour [1, 2, 3] (1 px) is not in labels.json"),
-        (f"{SEQ1}/left_frames/frame001.png", "label frame001.png is 64x50, image is 128x102"),
-        (f"{SEQ5}/left_frames/frame000.png", f"label file {SEQ5}/labels/frame000.png is missing"),
-        (f"{SEQ5}/left_frames/frame001.png", f"label file {SEQ5}/labels/frame001.png is missing"),
-        (f"{SEQ5}/left_frames/frame002.png", result.quarantined[-1].reason),
-    ])
+    assert _reasons(result) == sorted(
+        [
+            (
+                f"{SEQ1}/left_frames/frame000.png",
+                "label colour [1, 2, 3] (1 px) is not in labels.json",
+            ),
+            (f"{SEQ1}/left_frames/frame001.png", "label frame001.png is 64x50, image is 128x102"),
+            (
+                f"{SEQ5}/left_frames/frame000.png",
+                f"label file {SEQ5}/labels/frame000.png is missing",
+            ),
+            (
+                f"{SEQ5}/left_frames/frame001.png",
+                f"label file {SEQ5}/labels/frame001.png is missing",
+            ),
+            (f"{SEQ5}/left_frames/frame002.png", result.quarantined[-1].reason),
+        ]
+    )
     assert "not a readable image" in result.quarantined[-1].reason
 
 
@@ -106,8 +128,11 @@ def test_endovis17_one_region_per_instrument_mask(tmp_path):
     result = load_source("endovis17", root)
     assert not result.quarantined
     by_id = {s.sample_id: s for s in result.samples}
-    assert sorted(by_id) == [f"endovis17:{DS1}/frame000", f"endovis17:{DS1}/frame001",
-                             f"endovis17:{DS6}/frame000"]
+    assert sorted(by_id) == [
+        f"endovis17:{DS1}/frame000",
+        f"endovis17:{DS1}/frame001",
+        f"endovis17:{DS6}/frame000",
+    ]
     s = by_id[f"endovis17:{DS1}/frame000"]
     assert (s.image, s.frame, s.width, s.height) == (f"{DS1}/left_frames/frame000.png", 0, 192, 108)
     assert s.group_id == "instrument_dataset_1"
@@ -138,16 +163,26 @@ def test_endovis17_quarantine_reasons(tmp_path):
     write_png(test_seq / "frame000.png", np.zeros((108, 192, 3), dtype=np.uint8))
     result = load_source("endovis17", root)
     assert result.samples == [] and result.found == 4
-    assert _reasons(result) == sorted([
-        (f"{DS1}/left_frames/frame000.png",
-         f"mask {DS1}/ground_truth/Other_labels/frame000.png is missing"),
-        (f"{DS1}/left_frames/frame001.png",
-         f"mask {DS1}/ground_truth/Other_labels/frame001.png is 96x54, image is 192x108"),
-        (f"{DS6}/left_frames/frame000.png",
-         "label 'Stapler' is not in the manifest's label_map"),
-        ("test/instrument_dataset_9/left_frames/frame000.png",
-         "test/instrument_dataset_9 has no 'ground_truth' folder"),
-    ])
+    assert _reasons(result) == sorted(
+        [
+            (
+                f"{DS1}/left_frames/frame000.png",
+                f"mask {DS1}/ground_truth/Other_labels/frame000.png is missing",
+            ),
+            (
+                f"{DS1}/left_frames/frame001.png",
+                f"mask {DS1}/ground_truth/Other_labels/frame001.png is 96x54, image is 192x108",
+            ),
+            (
+                f"{DS6}/left_frames/frame000.png",
+                "label 'Stapler' is not in the manifest's label_map",
+            ),
+            (
+                "test/instrument_dataset_9/left_frames/frame000.png",
+                "test/instrument_dataset_9 has no 'ground_truth' folder",
+            ),
+        ]
+    )
 
 
 def test_endovis17_layout_errors_name_what_is_missing(tmp_path):

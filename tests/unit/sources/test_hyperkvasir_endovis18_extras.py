@@ -75,8 +75,8 @@ def test_hyperkvasir_csv_class_mismatch_is_quarantined(tmp_path):
     csv.write_text("\n".join(lines) + "\n")
     result = load_source("hyperkvasir", root)
     assert _reasons(result) == {
-        f"labeled-images/lower-gi-tract/anatomical-landmarks/cecum/{name}":
-            f"2_fold_split.csv lists {name} under class 'ileum', not its folder 'cecum'"}
+        f"labeled-images/lower-gi-tract/anatomical-landmarks/cecum/{name}": f"2_fold_split.csv lists {name} under class 'ileum', not its folder 'cecum'"  # noqa: E501
+    }
 
 
 def test_hyperkvasir_csv_with_wrong_separator_names_the_columns(tmp_path):
@@ -101,8 +101,13 @@ def test_endovis18_xml_adds_instrument_boxes_and_interactions(tmp_path):
     s = _by_id(result)[f"{SEQ1}/frame000"]
     # four mask regions from the colour labels first, then the XML boxes in file order
     assert [r.label for r in s.regions] == [
-        "instrument shaft", "instrument clasper", "instrument wrist", "covered kidney",
-        "kidney", "monopolar curved scissors"]
+        "instrument shaft",
+        "instrument clasper",
+        "instrument wrist",
+        "covered kidney",
+        "kidney",
+        "monopolar curved scissors",
+    ]
     kidney, scissors = s.regions[4:]
     assert (kidney.bbox, kidney.level) == ((0.0, 50.0, 128.0, 102.0), "box")  # max inclusive
     assert scissors.bbox == (10.0, 10.0, 80.0, 30.0) and scissors.mask is None
@@ -114,7 +119,9 @@ def test_endovis18_xml_adds_instrument_boxes_and_interactions(tmp_path):
     later = _by_id(result)[f"{SEQ1}/frame001"]
     n_masks = len(later.regions) - 3
     assert [later.attributes[f"region{n_masks + k}.interaction"] for k in (1, 2)] == [
-        "grasping", "idle"]
+        "grasping",
+        "idle",
+    ]
     seq5 = _by_id(result)[f"{SEQ5}/frame000"]
     assert seq5.regions[-1].label == "suction instrument"
     assert seq5.attributes[f"region{len(seq5.regions) - 1}.interaction"] == "suction"
@@ -134,19 +141,24 @@ def test_endovis18_bad_xml_is_quarantined_with_the_reason(tmp_path):
     root = endovis18.write(tmp_path, xml=True)
     xml = root / SEQ1 / "xml"
     (xml / "frame000.xml").write_text("<annotation><objects><name>kidney</name></annotation>")
-    (xml / "frame001.xml").write_text(endovis18.xml_text(
-        [("prograsp_forceps", (5, 5, 14, 14), "Juggling")]))
-    (root / SEQ5 / "xml" / "frame000.xml").write_text(endovis18.xml_text(
-        [("suction", (50, 50, 200, 55), "Suction")]))
+    (xml / "frame001.xml").write_text(
+        endovis18.xml_text([("prograsp_forceps", (5, 5, 14, 14), "Juggling")])
+    )
+    (root / SEQ5 / "xml" / "frame000.xml").write_text(
+        endovis18.xml_text([("suction", (50, 50, 200, 55), "Suction")])
+    )
     result = load_source("endovis18", root)
     assert result.samples == [] and result.found == 3
     reasons = _reasons(result)
     assert reasons[f"{SEQ1}/left_frames/frame000.png"].startswith(
-        "annotation frame000.xml is not well-formed XML (mismatched tag")
+        "annotation frame000.xml is not well-formed XML (mismatched tag"
+    )
     assert reasons[f"{SEQ1}/left_frames/frame001.png"] == (
-        "interaction 'Juggling' in frame001.xml is not in the interaction_map")
+        "interaction 'Juggling' in frame001.xml is not in the interaction_map"
+    )
     assert reasons[f"{SEQ5}/left_frames/frame000.png"] == (
-        "frame000.xml: box [50.0, 50.0, 201.0, 56.0] lies outside the 128x102 image")
+        "frame000.xml: box [50.0, 50.0, 201.0, 56.0] lies outside the 128x102 image"
+    )
 
 
 def test_endovis18_xml_missing_parts_and_unknown_tools_are_quarantined(tmp_path):
@@ -154,15 +166,19 @@ def test_endovis18_xml_missing_parts_and_unknown_tools_are_quarantined(tmp_path)
     xml = root / SEQ1 / "xml"
     (xml / "frame000.xml").write_text(
         "<annotation><objects><name>stapler</name><interaction>Staple</interaction>"
-        "</objects></annotation>")
-    (xml / "frame001.xml").write_text(endovis18.xml_text(
-        [("harmonic_ace", (5, 5, 14, 14), "Cutting")]))
+        "</objects></annotation>"
+    )
+    (xml / "frame001.xml").write_text(
+        endovis18.xml_text([("harmonic_ace", (5, 5, 14, 14), "Cutting")])
+    )
     result = load_source("endovis18", root)
     reasons = _reasons(result)
     assert reasons[f"{SEQ1}/left_frames/frame000.png"] == (
-        "annotation frame000.xml: an <objects> has no <bndbox>")
+        "annotation frame000.xml: an <objects> has no <bndbox>"
+    )
     assert reasons[f"{SEQ1}/left_frames/frame001.png"] == (
-        "label 'harmonic_ace' is not in the manifest's label_map")
+        "label 'harmonic_ace' is not in the manifest's label_map"
+    )
     assert len(result.samples) == 1
 
 

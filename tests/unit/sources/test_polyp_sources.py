@@ -33,8 +33,11 @@ def test_kvasir_seg_regions_boxes_and_quarantine(tmp_path):
     boxes["wrongsize"] = {"height": 48, "width": 64, "bbox": []}
     write_image(root / "images" / "farbox.jpg", 8, (64, 48))
     write_mask(root / "masks" / "farbox.jpg", (64, 48), [(2, 2, 10, 10)])
-    boxes["farbox"] = {"height": 48, "width": 64,
-                       "bbox": [{"label": "polyp", "xmin": 2, "ymin": 2, "xmax": 90, "ymax": 10}]}
+    boxes["farbox"] = {
+        "height": 48,
+        "width": 64,
+        "bbox": [{"label": "polyp", "xmin": 2, "ymin": 2, "xmax": 90, "ymax": 10}],
+    }
     write_image(root / "images" / "nomask.jpg", 9, (64, 48))
     boxes["nomask"] = {"height": 48, "width": 64, "bbox": []}
     write_image(root / "images" / "unlisted.jpg", 10, (64, 48))
@@ -71,10 +74,14 @@ def test_cvc_clinicdb_groups_are_sequences(tmp_path):
     write_mask(root / "Ground Truth" / "999.tif", (48, 36), [(1, 1, 9, 9)])
     result = load_source("cvc-clinicdb", root)
     groups = {s.image: s.group_id for s in result.samples}
-    assert groups == {"Original/1.tif": "seq01", "Original/2.tif": "seq01",
-                      "Original/26.tif": "seq02"}
+    assert groups == {
+        "Original/1.tif": "seq01",
+        "Original/2.tif": "seq01",
+        "Original/26.tif": "seq02",
+    }
     assert _quarantined(result) == {
-        "Original/999.tif": "image number '999' is in none of the manifest's group_ranges"}
+        "Original/999.tif": "image number '999' is in none of the manifest's group_ranges"
+    }
     s = result.samples[0]
     assert (s.width, s.height) == (48, 36) and s.regions[0].bbox == (8.0, 6.0, 30.0, 24.0)
 
@@ -87,8 +94,10 @@ def test_pranet_bundle_root_is_read_for_all_four(tmp_path):
     for name in ("CVC-ClinicDB", "ETIS-LaribPolypDB"):
         write_image(bundle / name / "images" / "5.png", 5, (40, 30))
         write_mask(bundle / name / "masks" / "5.png", (40, 30), [(3, 3, 20, 20)])
-    counts = {sid: len(load_source(sid, bundle).samples)
-              for sid in ("cvc-colondb", "cvc-300", "cvc-clinicdb", "etis-larib")}
+    counts = {
+        sid: len(load_source(sid, bundle).samples)
+        for sid in ("cvc-colondb", "cvc-300", "cvc-clinicdb", "etis-larib")
+    }
     assert counts == {"cvc-colondb": 3, "cvc-300": 2, "cvc-clinicdb": 1, "etis-larib": 1}
     colon = load_source("cvc-colondb", bundle)
     assert [len(s.regions) for s in colon.samples] == [1, 2, 1]
@@ -111,8 +120,10 @@ def test_hyperkvasir_labels_scenes_and_segmented_part(tmp_path):
     assert len(by_label) == 23
     grade = by_label["ulcerative colitis grade 2-3"]
     assert grade.scene == "Colonoscopy" and grade.attributes == {
-        "source_label": "ulcerative-colitis-grade-2-3", "tract": "lower-gi-tract",
-        "category": "pathological-findings"}
+        "source_label": "ulcerative-colitis-grade-2-3",
+        "tract": "lower-gi-tract",
+        "category": "pathological-findings",
+    }
     assert by_label["esophagitis grade b-d"].scene == "Gastroscopy"
     assert by_label["bbps 0-1"].attributes["category"] == "quality-of-mucosal-views"
     seg = [s for s in result.samples if s.image.startswith("segmented-images/")]
@@ -182,8 +193,8 @@ def test_polypgen_centres_sequences_and_negatives(tmp_path):
     result = load_source("polypgen", root)
     assert result.counts() == {"found": 11, "converted": 10, "quarantined": 1}
     assert _quarantined(result) == {
-        "data_C2/images_C2/EndoCV2021_009999.jpg":
-            "mask data_C2/masks_C2/EndoCV2021_009999_mask.jpg is missing"}
+        "data_C2/images_C2/EndoCV2021_009999.jpg": "mask data_C2/masks_C2/EndoCV2021_009999_mask.jpg is missing"  # noqa: E501
+    }
     samples = {s.image: s for s in result.samples}
     trailing = samples["data_C3/images_C3/C3_EndoCV2021_00489_.jpg"]
     assert trailing.attributes["centre"] == "C3" and len(trailing.regions) == 1

@@ -44,8 +44,10 @@ def test_bad_slices_are_quarantined(tmp_path):
     assert result.found == 7 and len(result.samples) == 2
     assert "class 9" in reasons[f"images/{stem}.png"]
     assert "no mask file" in reasons["images/pet_00--X--c1--z_0001.png"]
-    assert "'oct_00' is not in the manifest's modality_map" in reasons[
-        "images/oct_00--X--c1--z_0001.png"]
+    assert (
+        "'oct_00' is not in the manifest's modality_map"
+        in reasons["images/oct_00--X--c1--z_0001.png"]
+    )
     assert "is 4x4, image is 48x40" in reasons[f"images/{small}.png"]
     assert "does not match" in reasons["images/notes.png"]
 

@@ -23,7 +23,9 @@ def test_rsna_lumbar_slices_levels_and_severity(tmp_path):
     assert (sag.width, sag.height, sag.modality) == (64, 48, "mri")
     assert sag.slice.axis == "sagittal" and sag.slice.index == 8
     assert [(r.level, r.points) for r in sag.regions] == [
-        ("L4/L5", ((30.5, 22.0),)), ("L5/S1", ((31.0, 34.2),))]
+        ("L4/L5", ((30.5, 22.0),)),
+        ("L5/S1", ((31.0, 34.2),)),
+    ]
     assert sag.attributes["lesion_levels"] == "L4/L5,L5/S1"
     assert sag.attributes["severity: Spinal Canal Stenosis L4/L5"] == "Severe"
     assert sag.attributes["dicom_Modality"] == "MR" and "dicom_PixelSpacing" in sag.attributes
@@ -47,7 +49,8 @@ def test_rsna_lumbar_quarantine(tmp_path):
     assert result.counts() == {"found": 5, "converted": 2, "quarantined": 3}
     assert reasons["train_images/4646740/3201256954/9.dcm"] == "file not found"
     assert reasons["train_images/4003253/702807833/8.dcm"] == (
-        "point (99, 10) lies outside the 64x48 slice")
+        "point (99, 10) lies outside the 64x48 slice"
+    )
     assert "no row in train.csv" in reasons["train_images/5550001/1/1.dcm"]
 
 
@@ -84,7 +87,8 @@ def test_vindr_quarantine(tmp_path):
     result = load_source("vindr-spinexr", root)
     reasons = {q.file: q.reason for q in result.quarantined}
     assert reasons["train_images/ffff.dicom"] == (
-        "listed in annotations/train.csv but no such file under 'train_images'")
+        "listed in annotations/train.csv but no such file under 'train_images'"
+    )
     assert reasons["train_images/eeee.dicom"].startswith("not a readable DICOM file")
 
 
@@ -92,8 +96,12 @@ def test_csxa_curvature_and_keypoints(tmp_path):
     result = load_source("csxa", csxa.write(tmp_path))
     assert result.counts() == {"found": 4, "converted": 4, "quarantined": 0}
     labels = {s.attributes["source_label"]: s.labels[0] for s in result.samples}
-    assert labels == {"Lordosis": "Cervical lordosis", "Straight": "Straight cervical vertebrae",
-                      "Kyphosis": "Cervical kyphosis", "Sigmoid": "Sigmoid cervical vertebrae"}
+    assert labels == {
+        "Lordosis": "Cervical lordosis",
+        "Straight": "Straight cervical vertebrae",
+        "Kyphosis": "Cervical kyphosis",
+        "Sigmoid": "Sigmoid cervical vertebrae",
+    }
     first = result.samples[0]
     assert [r.label for r in first.regions] == list(csxa.KEYPOINTS)
     assert first.regions[0].points == ((10.0, 20.0),)
@@ -118,8 +126,11 @@ def test_buu_lspine_levels_views_groups(tmp_path):
     ap, la = s["AP/0001-F-037Y0.jpg"], s["LA/0001-F-037Y1.jpg"]
     assert ap.labels == ("No spondylolisthesis",) and len(ap.regions) == 10
     assert la.labels == ("Spondylolisthesis",) and len(la.regions) == 11
-    assert la.attributes == {"source_label": "spondylolisthesis", "lesion_levels": "L4/L5",
-                             "view": "LA"}
+    assert la.attributes == {
+        "source_label": "spondylolisthesis",
+        "lesion_levels": "L4/L5",
+        "view": "LA",
+    }
     assert ap.group_id == la.group_id == "0001"
     assert s["LA/0003-M-061Y1.jpg"].attributes["lesion_levels"] == "L5/S1"
     assert la.regions[7].label == "L4-bottom" and la.regions[7].points[0] == (17.0, 78.0)
@@ -132,4 +143,5 @@ def test_buu_lspine_wrong_row_count(tmp_path):
     result = load_source("buu-lspine", root)
     assert [q.reason for q in result.quarantined] == [
         "AP/0001-F-037Y0.csv has 9 rows, expected 10 (L1-top, L1-bottom, L2-top, L2-bottom, "
-        "L3-top, L3-bottom, L4-top, L4-bottom, L5-top, L5-bottom)"]
+        "L3-top, L3-bottom, L4-top, L4-bottom, L5-top, L5-bottom)"
+    ]

@@ -20,8 +20,13 @@ def test_sun_pathology_groups_and_splits(tmp_path):
     by_split = {}
     for s in result.samples:
         by_split.setdefault(s.split, []).append(s)
-    assert sorted(by_split) == ["test_easy_seen", "test_easy_unseen", "test_hard_seen",
-                                "test_hard_unseen", "train"]
+    assert sorted(by_split) == [
+        "test_easy_seen",
+        "test_easy_unseen",
+        "test_hard_seen",
+        "test_hard_unseen",
+        "train",
+    ]
     train = sorted(by_split["train"], key=lambda s: s.image)
     assert [s.group_id for s in train] == ["case1", "case1", "case2"]
     first = train[0]
@@ -49,8 +54,7 @@ def test_sun_quarantines_unlisted_unknown_and_maskless_frames(tmp_path):
     table.write_text(table.read_text() + rows)
     result = load_source("sun", root)
     assert _quarantined(result) == {
-        "TrainDataset/Frame/case5_1/a.jpg":
-            "image not listed in TrainDataset/Classification/classification.txt",
+        "TrainDataset/Frame/case5_1/a.jpg": "image not listed in TrainDataset/Classification/classification.txt",  # noqa: E501
         "TrainDataset/Frame/case5_1/b.jpg": "label 'non_polyp' is not in the manifest's label_map",
         "TrainDataset/Frame/case5_1/c.jpg": "mask TrainDataset/GT/case5_1/c.png is missing",
     }

@@ -49,8 +49,14 @@ def test_cholec80_frame_step_and_video_reader(tmp_path):
     manifest = get_source("cholec80").manifest
     options = {**manifest.parts[0].options, "frame_step": 5}
     layout = make_layout("video_tables", options, where="test")
-    ctx = ScanContext("cholec80", root, "videos", "laparoscopy", "Surgical Endoscopy",
-                      label_map=manifest.label_map)
+    ctx = ScanContext(
+        "cholec80",
+        root,
+        "videos",
+        "laparoscopy",
+        "Surgical Endoscopy",
+        label_map=manifest.label_map,
+    )
     frames = [s.frame for s in layout.scan(ctx) if s.attributes["video"] == "video01"]
     assert frames == list(range(0, 60, 5))
 
@@ -63,8 +69,10 @@ def test_cholec80_quarantine_truncated_video_and_unknown_phase(tmp_path):
     phase.write_text(phase.read_text().replace("25\tPreparation", "25\tPrep"))
     (root / "videos" / "video03.mp4").write_bytes(b"")  # no tables either
     result = load_source("cholec80", root, verify="decode")
-    assert [s.sample_id for s in result.samples] == ["cholec80:video01/000000",
-                                                     "cholec80:video01/000050"]
+    assert [s.sample_id for s in result.samples] == [
+        "cholec80:video01/000000",
+        "cholec80:video01/000050",
+    ]
     reasons = _reasons(result)
     unknown = "frame 25: label 'Prep' is not in the manifest's label_map"
     assert reasons[0] == ("videos/video01.mp4", unknown)
@@ -128,16 +136,28 @@ def test_psi_ava_quarantine_reasons(tmp_path):
     fold2.write_text(json.dumps(data))
     result = load_source("psi-ava", root)
     assert result.samples == [] and result.found == 5 + 1
-    assert _reasons(result) == sorted([
-        ("PSIAVA/keyframes/CASE021/00001.jpg",
-         "box [100.0, 10.0, 140.0, 15.0] lies outside the 128x80 image"),
-        ("PSIAVA/keyframes/CASE021/02865.jpg", "category id 42 is not in the file's categories"),
-        ("PSIAVA/keyframes/CASE021/02900.jpg", "image is 64x40, the annotation says 128x80"),
-        ("PSIAVA/keyframes/CASE021/09999.jpg", "file not found"),
-        ("data_annotations/psi-ava/fold1/coco_anns/val_coco_anns_v3_35s.json",
-         "annotation 9 names unknown image 9999"),
-        ("PSIAVA/keyframes/CASE015/00036.jpg", "annotations disagree on the image's phase: [2, 5]"),
-    ])
+    assert _reasons(result) == sorted(
+        [
+            (
+                "PSIAVA/keyframes/CASE021/00001.jpg",
+                "box [100.0, 10.0, 140.0, 15.0] lies outside the 128x80 image",
+            ),
+            (
+                "PSIAVA/keyframes/CASE021/02865.jpg",
+                "category id 42 is not in the file's categories",
+            ),
+            ("PSIAVA/keyframes/CASE021/02900.jpg", "image is 64x40, the annotation says 128x80"),
+            ("PSIAVA/keyframes/CASE021/09999.jpg", "file not found"),
+            (
+                "data_annotations/psi-ava/fold1/coco_anns/val_coco_anns_v3_35s.json",
+                "annotation 9 names unknown image 9999",
+            ),
+            (
+                "PSIAVA/keyframes/CASE015/00036.jpg",
+                "annotations disagree on the image's phase: [2, 5]",
+            ),
+        ]
+    )
 
 
 def test_psi_ava_missing_annotation_file_or_key_is_a_clear_error(tmp_path):

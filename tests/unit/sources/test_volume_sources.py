@@ -37,8 +37,10 @@ def test_msd_bad_cases_are_quarantined(tmp_path):
     write_nifti(root / "labelsTr" / "liver_9.nii.gz", lab9, LPS_AFFINE)  # unknown value
     write_nifti(root / "imagesTr" / "liver_10.nii.gz", np.zeros(msd.SHAPE, np.int16), np.eye(4))
     write_nifti(root / "labelsTr" / "liver_10.nii.gz", lab9, LPS_AFFINE)  # affine
-    meta["training"] += [{"image": f"./imagesTr/liver_{k}.nii.gz",
-                          "label": f"./labelsTr/liver_{k}.nii.gz"} for k in (7, 8, 9, 10, 11)]
+    meta["training"] += [
+        {"image": f"./imagesTr/liver_{k}.nii.gz", "label": f"./labelsTr/liver_{k}.nii.gz"}
+        for k in (7, 8, 9, 10, 11)
+    ]
     (root / "dataset.json").write_text(json.dumps(meta))
     result = load_source("msd", root)
     reasons = {q.file: q.reason for q in result.quarantined}
@@ -47,18 +49,22 @@ def test_msd_bad_cases_are_quarantined(tmp_path):
     assert "(40, 36, 5)" in reasons["imagesTr/liver_8.nii.gz"]
     assert "[7]" in reasons["imagesTr/liver_9.nii.gz"]
     assert "affine" in reasons["imagesTr/liver_10.nii.gz"]
-    assert "labelsTr/liver_11.nii.gz is missing" in reasons["imagesTr/liver_11.nii.gz"] or \
-        "imagesTr/liver_11.nii.gz is missing" in reasons["imagesTr/liver_11.nii.gz"]
+    assert (
+        "labelsTr/liver_11.nii.gz is missing" in reasons["imagesTr/liver_11.nii.gz"]
+        or "imagesTr/liver_11.nii.gz is missing" in reasons["imagesTr/liver_11.nii.gz"]
+    )
 
 
 def test_brats_sequences_share_slices(tmp_path):
     result = load_source("brats", brats.write(tmp_path))
     by_id = {s.sample_id: s for s in result.samples}
-    seqs = [by_id[f"brats:BraTS20_Training_001/axial/0004/{q}"]
-            for q in ("FLAIR", "T1", "T1ce", "T2")]
+    seqs = [
+        by_id[f"brats:BraTS20_Training_001/axial/0004/{q}"] for q in ("FLAIR", "T1", "T1ce", "T2")
+    ]
     names = {s.image.rsplit("_", 1)[1] for s in seqs}
     assert names == {"flair.nii", "t1.nii", "t1ce.nii", "t2.nii"}
     assert len({s.regions for s in seqs}) == 1 and {s.group_id for s in seqs} == {
-        "BraTS20_Training_001"}
+        "BraTS20_Training_001"
+    }
     assert set(seqs[0].labels) == {"peritumoral edema", "tumour core", "enhancing tumour"}
     assert seqs[0].attributes["source_label"] == "NCR/NET,ED,ET"

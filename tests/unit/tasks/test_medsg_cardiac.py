@@ -20,15 +20,32 @@ TASKS = ("object_tracking", "multi_view", "crossmodal")
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("medsg-cardiac")
-    roots = {"acdc": acdc.write(tmp / "acdc"), "camus": camus.write(tmp / "camus"),
-             "abdomenct-1k": abdomenct_1k.write(tmp / "abdomenct-1k")}
+    roots = {
+        "acdc": acdc.write(tmp / "acdc"),
+        "camus": camus.write(tmp / "camus"),
+        "abdomenct-1k": abdomenct_1k.write(tmp / "abdomenct-1k"),
+    }
     samples = [s for sid, root in roots.items() for s in load_source(sid, root).samples]
-    tasks = [{"name": key, "generator": key, "category": "Sequence Grounding", "task": key,
-              "quota": 12, "params": {"n_images": 3} if key == "object_tracking" else {}}
-             for key in TASKS]
-    recipe = Recipe.from_dict({
-        "name": "t", "benchmark": "MedSG-test", "seed": 1,
-        "sources": [{"id": k, "root": str(v)} for k, v in roots.items()], "tasks": tasks})
+    tasks = [
+        {
+            "name": key,
+            "generator": key,
+            "category": "Sequence Grounding",
+            "task": key,
+            "quota": 12,
+            "params": {"n_images": 3} if key == "object_tracking" else {},
+        }
+        for key in TASKS
+    ]
+    recipe = Recipe.from_dict(
+        {
+            "name": "t",
+            "benchmark": "MedSG-test",
+            "seed": 1,
+            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
+            "tasks": tasks,
+        }
+    )
     manifests = {k: get_source(k).manifest for k in roots}
     result = generate_items(recipe, samples, manifests, progress=False, out_dir=tmp / "out")
     return result, {s.sample_id: s for s in samples}
