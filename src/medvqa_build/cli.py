@@ -196,6 +196,7 @@ def _cmd_push(args) -> int:
         create_pr=args.create_pr,
         max_commit_mb=args.max_commit_mb,
         force=args.force,
+        timeout_s=args.timeout,
     )
     where = result.pr_url or f"{result.url} ({result.revision})"
     print(f"pushed {result.files} file(s) in {len(result.commits)} commit(s) to {where}")
@@ -333,6 +334,13 @@ def make_parser() -> argparse.ArgumentParser:
         help="upload in batches of at most this many MB before the one commit (default 2000)",
     )
     p.add_argument("--force", action="store_true", help="push even if the build failed validation")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="give up on (and retry) any HTTP call that takes longer (default 300)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_push)
     from .review.cli import add_review_commands

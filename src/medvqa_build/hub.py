@@ -139,6 +139,22 @@ def _retryable(exc: Exception) -> bool:
     )
 
 
+def _use_timeout(timeout_s: float) -> None:
+    """Give huggingface_hub's HTTP client a timeout (its default waits forever on a server that
+    accepts the connection and never answers); a timed-out call is retried like a 5xx."""
+    import httpx2
+    from huggingface_hub.utils import _http, set_client_factory
+
+    def factory():
+        return httpx2.Client(
+            event_hooks={"request": [_http.hf_request_event_hook]},
+            follow_redirects=True,
+            timeout=httpx2.Timeout(timeout_s, connect=min(30.0, timeout_s)),
+        )
+
+    set_client_factory(factory)
+
+
 def push(
     path: str | Path,
     repo_id: str,
@@ -151,10 +167,14 @@ def push(
     backoff_s: float = 1.0,
     force: bool = False,
     message: str = "Upload benchmark built with medvqa_build",
+    timeout_s: float = 300.0,
 ) -> PushResult:
-    """Create ``repo_id`` (a dataset repo) if needed and upload the export folder to it."""
+    """Create ``repo_id`` (a dataset repo) if needed and upload the export folder to it.
+
+    ``timeout_s`` bounds every HTTP call (one upload batch must finish within it)."""
     from huggingface_hub import CommitOperationAdd, HfApi
 
+    _use_timeout(timeout_s)
     folder = find_export(path, force)
     if "/" not in repo_id or repo_id.count("/") != 1:
         raise UsageError(

@@ -37,7 +37,7 @@ PUSH = """
     sleeps = []
     medvqa_build.hub.time.sleep = sleeps.append
     from medvqa_build.cli import main
-    rc = main(["push", {dir!r}, "me/demo", "-q", "--max-commit-mb", "0.05"])
+    rc = main(["push", {dir!r}, "me/demo", "-q", "--max-commit-mb", "0.05", "--timeout", "2"])
     print("RC", rc, "SLEEPS", sleeps)
 """
 
@@ -167,3 +167,22 @@ def test_unfinished_push_leaves_no_loadable_data(build, tmp_path):
         files = hub.files("me/demo")
     visible = [f for f in files if not any(part.startswith((".", "__")) for part in f.split("/"))]
     assert not visible, visible
+
+
+def test_a_server_that_never_answers_times_out_and_is_retried(build, tmp_path):
+    """A commit the server accepts and never answers (here: answers after the client's 2 s
+    timeout) is abandoned, retried, and the push completes."""
+    state = {"hangs": 1}
+
+    def rule(h):
+        if "/commit/" in h.path and state["hangs"] > 0:
+            state["hangs"] -= 1
+            time.sleep(4)
+            return 500, {"error": "too late"}
+        return None
+
+    with FakeHub() as hub:
+        _misbehave(hub, rule)
+        p = _push(hub, build, tmp_path)
+    assert "RC 0" in p.stdout, p.stderr[-2000:]
+    assert "retry 1/3" in p.stderr and len(hub.commits) == 1
