@@ -66,7 +66,9 @@ def _cmd_convert(args) -> int:
         write_convert_result,
     )
 
-    result = scan_source(args.source, args.root, verify=args.verify, progress=not args.quiet)
+    result = scan_source(
+        args.source, args.root, verify=args.verify, progress=not args.quiet, workers=args.workers
+    )
     out = Path(args.output)
     counts = write_convert_result(result, out)
     print(
@@ -240,6 +242,13 @@ def make_parser() -> argparse.ArgumentParser:
         default="header",
         help="header: read headers and end markers (fast); decode: decode every image",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes sharing the per-file work (same output as 1)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_convert)
 
@@ -277,7 +286,7 @@ def make_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         metavar="N",
-        help="processes for converting sources and rendering (same output as 1)",
+        help="processes sharing the per-file work of convert and render (same output as 1)",
     )
     p.add_argument(
         "--allow-missing",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -43,16 +44,40 @@ class ConvertResult:
         return samples_to_table(self.samples).to_pandas()
 
 
+def _scan_shard(args: tuple[str, Path, str, int, int]) -> list:
+    source_id, root, verify, k, n = args
+    return list(get_source(source_id).scan_indexed(root, verify, shard=(k, n)))
+
+
+def _entries(source, root: Path, verify: str, workers: int):
+    """Every entry in scan order; with ``workers`` > 1 shards scan in parallel processes and
+    are merged back into the same order, so the result does not depend on ``workers``."""
+    if workers <= 1:
+        yield from source.scan(root, verify=verify)
+        return
+    jobs = [(source.id, root, verify, k, workers) for k in range(workers)]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        parts = list(pool.map(_scan_shard, jobs))
+    merged = sorted((e for part in parts for e in part), key=lambda e: (e[0], e[1]))
+    for _, _, entry in merged:
+        yield entry
+
+
 def scan_source(
-    source_id: str, root: str | os.PathLike, verify: str = "header", progress: bool = True
+    source_id: str,
+    root: str | os.PathLike,
+    verify: str = "header",
+    progress: bool = True,
+    workers: int = 1,
 ) -> ConvertResult:
-    """Scan a source root into a :class:`ConvertResult` (nothing written)."""
+    """Scan a source root into a :class:`ConvertResult` (nothing written); ``workers`` > 1
+    shards the per-file work of shardable layouts over processes (same result)."""
     source = get_source(source_id)
     root = source.check_root(root)  # fail with one line before any progress bar is drawn
     result = ConvertResult(source_id)
     seen: set[str] = set()
     bar = tqdm(desc=f"convert {source_id}", unit="file", disable=not progress, leave=False)
-    for entry in source.scan(root, verify=verify):
+    for entry in _entries(source, root, verify, workers):
         bar.update()
         if isinstance(entry, QuarantineEntry):
             result.quarantined.append(entry)

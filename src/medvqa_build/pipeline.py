@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import shutil
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,6 @@ from .runner import (
     StageResult,
     crash_point,
     run_stage,
-    stage_done,
     tree_fingerprint,
     write_text_atomic,
 )
@@ -214,13 +212,12 @@ def build(
         }
         for spec in recipe.sources
     }
-    scanned = _scan_in_parallel(recipe, roots, inputs_by_id, out, workers)
     for spec in recipe.sources:
         inputs = inputs_by_id[spec.id]
 
         def do_convert(d: Path, spec=spec) -> dict:
-            result = scanned.get(spec.id) or scan_source(
-                spec.id, roots[spec.id], verify=spec.verify, progress=progress
+            result = scan_source(
+                spec.id, roots[spec.id], verify=spec.verify, progress=progress, workers=workers
             )
             return write_convert_result(result, d / "samples.parquet")
 
@@ -429,23 +426,6 @@ def _curate_stage(recipe, out, samples, embeddings, roots, stages):
     report = json.loads((st.path / "curate.json").read_text())
     removed = {r["sample_id"] for r in report["removed"]}
     return [s for s in samples if s.sample_id not in removed], report, st
-
-
-def _scan_one(args: tuple[str, Path, str]):
-    source_id, root, verify = args
-    return scan_source(source_id, root, verify=verify, progress=False)
-
-
-def _scan_in_parallel(recipe, roots, inputs_by_id, out, workers: int) -> dict:
-    """Scan the sources whose convert stage is not finished, ``workers`` at a time."""
-    pending = [
-        s for s in recipe.sources if not stage_done(out, "convert", s.id, inputs_by_id[s.id])
-    ]
-    if workers <= 1 or len(pending) <= 1:
-        return {}
-    jobs = [(s.id, roots[s.id], s.verify) for s in pending]
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
-        return {job[0]: result for job, result in zip(jobs, pool.map(_scan_one, jobs), strict=True)}
 
 
 def open_build(build_dir: str | os.PathLike):

@@ -42,6 +42,20 @@ class ScanContext:
     scene: str | None
     label_map: dict[str, str] = field(default_factory=dict)
     verify: str = "header"
+    # this process handles candidates i with i % shard_count == shard_index (see defer)
+    shard_index: int = 0
+    shard_count: int = 1
+    candidates_seen: int = field(default=0, init=False, repr=False)
+
+    def defer(self, fn, *args, **kwargs):
+        """Do one candidate's work (``fn(*args)`` -> Sample or QuarantineEntry) here, or return
+        None when another shard owns it. Shardable layouts route every yield through this, so
+        candidate ``i`` is the ``i``-th call in every process and its owner is ``i % n``."""
+        index = self.candidates_seen
+        self.candidates_seen += 1
+        if self.shard_count > 1 and index % self.shard_count != self.shard_index:
+            return None
+        return fn(*args, **kwargs)
 
     def canonical(self, raw: str) -> str:
         """Map a raw label through the manifest's label map (identity when the map is empty)."""
@@ -107,6 +121,8 @@ class ScanContext:
 
 class Layout(Protocol):
     name: ClassVar[str]
+    # True when every candidate's work goes through ScanContext.defer (parallel convert)
+    shardable: ClassVar[bool]
 
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]: ...
 

@@ -80,6 +80,7 @@ def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitRows | None
 @LAYOUTS.register("class_folders")
 class ClassFolders:
     name = "class_folders"
+    shardable = True
     Options = ClassFoldersOptions
 
     def __init__(self, options: ClassFoldersOptions):
@@ -91,42 +92,43 @@ class ClassFolders:
         splits = read_split_table(ctx, self.o.split_table) if self.o.split_table else None
         seen: set[str] = set()
         for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
-            rel = ctx.rel(path)
             seen.add(path.name)
-            folders = path.relative_to(base).parts[:-1]
-            if len(folders) != depth:
-                yield ctx.quarantine(
-                    rel,
-                    f"expected {depth} folder level(s) below {self.o.images_dir!r}, "
-                    f"found {len(folders)}",
-                )
-                continue
-            try:
-                width, height = check_image(path, ctx.verify)
-                label = ctx.canonical(folders[-1])
-                split = self._split(splits, path.name, folders[-1])
-            except (ImageProblem, LabelProblem) as exc:
-                yield ctx.quarantine(rel, str(exc))
-                continue
-            key = path.relative_to(ctx.root).with_suffix("").as_posix()
-            yield Sample(
-                sample_id=ctx.sample_id(key),
-                source=ctx.source,
-                image=rel,
-                width=width,
-                height=height,
-                modality=ctx.modality,
-                scene=ctx.scene,
-                labels=(label,),
-                attributes={
-                    "source_label": folders[-1],
-                    **dict(zip(self.o.parent_attributes, folders[:-1], strict=True)),
-                },
-                group_id=key,
-                split=split,
-            )
+            yield ctx.defer(self._sample, ctx, base, path, depth, splits)
         if splits:
             _log_unmatched(ctx, self.o.split_table, sorted(set(splits) - seen))
+
+    def _sample(self, ctx: ScanContext, base, path, depth: int, splits) -> Sample | QuarantineEntry:
+        rel = ctx.rel(path)
+        folders = path.relative_to(base).parts[:-1]
+        if len(folders) != depth:
+            return ctx.quarantine(
+                rel,
+                f"expected {depth} folder level(s) below {self.o.images_dir!r}, "
+                f"found {len(folders)}",
+            )
+        try:
+            width, height = check_image(path, ctx.verify)
+            label = ctx.canonical(folders[-1])
+            split = self._split(splits, path.name, folders[-1])
+        except (ImageProblem, LabelProblem) as exc:
+            return ctx.quarantine(rel, str(exc))
+        key = path.relative_to(ctx.root).with_suffix("").as_posix()
+        return Sample(
+            sample_id=ctx.sample_id(key),
+            source=ctx.source,
+            image=rel,
+            width=width,
+            height=height,
+            modality=ctx.modality,
+            scene=ctx.scene,
+            labels=(label,),
+            attributes={
+                "source_label": folders[-1],
+                **dict(zip(self.o.parent_attributes, folders[:-1], strict=True)),
+            },
+            group_id=key,
+            split=split,
+        )
 
     def _split(self, splits: SplitRows | None, name: str, folder: str) -> str | None:
         """The image's split from the split table; an unlisted image keeps None."""

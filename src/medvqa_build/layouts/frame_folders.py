@@ -30,6 +30,7 @@ class FrameFoldersOptions(LayoutOptions):
 @LAYOUTS.register("frame_folders")
 class FrameFolders:
     name = "frame_folders"
+    shardable = True
     Options = FrameFoldersOptions
 
     def __init__(self, options: FrameFoldersOptions):
@@ -54,7 +55,7 @@ class FrameFolders:
             phases = self._table(ctx, self.o.phase_table, video)
             tools = self._table(ctx, self.o.tool_table, video)
             for path in sorted_files(video_dir):
-                yield self._sample(ctx, path, video, phases, tools)
+                yield ctx.defer(self._sample, ctx, path, video, phases, tools)
 
     def _sample(self, ctx, path: Path, video: str, phases, tools) -> Sample | QuarantineEntry:
         rel = ctx.rel(path)

@@ -68,6 +68,7 @@ class ImageMaskPairsOptions(LayoutOptions):
 @LAYOUTS.register("image_mask_pairs")
 class ImageMaskPairs:
     name = "image_mask_pairs"
+    shardable = True
     Options = ImageMaskPairsOptions
 
     def __init__(self, options: ImageMaskPairsOptions):
@@ -98,7 +99,7 @@ class ImageMaskPairs:
         wanted = re.compile(folders.image_path_regex or "")
         for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
             if wanted.search(path.relative_to(base).as_posix()):
-                yield self._sample(ctx, folders, base, path, boxes, labels)
+                yield ctx.defer(self._sample, ctx, folders, base, path, boxes, labels)
 
     def _group(self, key: str, path: Path, root: Path) -> str:
         if self.o.group_by == "folder":  # the image's folder below the root (a sequence)

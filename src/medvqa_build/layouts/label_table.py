@@ -33,6 +33,7 @@ class LabelTableOptions(LayoutOptions):
 @LAYOUTS.register("label_table")
 class LabelTable:
     name = "label_table"
+    shardable = True
     Options = LabelTableOptions
 
     def __init__(self, options: LabelTableOptions):
@@ -61,12 +62,12 @@ class LabelTable:
         for row in table.to_dict("records"):
             rel = (Path(o.image_dir) / f"{row[o.image_column]}{o.image_suffix}").as_posix()
             listed.add(rel)
-            yield self._sample(ctx, rel, row)
+            yield ctx.defer(self._sample, ctx, rel, row)
         if o.report_unlisted:
             for path in sorted_files(image_root):
                 rel = ctx.rel(path)
                 if rel not in listed:
-                    yield ctx.quarantine(rel, f"image not listed in {o.table}")
+                    yield ctx.defer(ctx.quarantine, rel, f"image not listed in {o.table}")
 
     def _sample(self, ctx: ScanContext, rel: str, row: dict) -> Sample | QuarantineEntry:
         o = self.o

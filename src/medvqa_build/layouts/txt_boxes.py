@@ -82,6 +82,7 @@ def parse_box_lines(text: str, o: TxtBoxesOptions) -> list[tuple[str, tuple[floa
 @LAYOUTS.register("txt_boxes")
 class TxtBoxes:
     name = "txt_boxes"
+    shardable = True
     Options = TxtBoxesOptions
 
     def __init__(self, options: TxtBoxesOptions):
@@ -92,7 +93,7 @@ class TxtBoxes:
         base = ctx.require_dir(self.o.images_dir, "image")
         ctx.require_dir(self.o.labels_dir, "box annotation")
         for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
-            yield self._sample(ctx, base, path)
+            yield ctx.defer(self._sample, ctx, base, path)
 
     def _label_file(self, ctx: ScanContext, base: Path, path: Path) -> Path:
         match = self._stem_re.search(path.stem)

@@ -63,6 +63,7 @@ def yolo_to_xyxy(cx: float, cy: float, w: float, h: float, width: int, height: i
 @LAYOUTS.register("yolo_boxes")
 class YoloBoxes:
     name = "yolo_boxes"
+    shardable = True
     Options = YoloBoxesOptions
 
     def __init__(self, options: YoloBoxesOptions):
@@ -76,7 +77,7 @@ class YoloBoxes:
         if o.masks is not None:
             ctx.require_dir(o.masks.dir, "mask")
         for path in sorted_files(base, tuple(e.lower() for e in o.extensions)):
-            yield self._sample(ctx, path)
+            yield ctx.defer(self._sample, ctx, path)
 
     def _boxes(
         self, ctx: ScanContext, stem: str, width: int, height: int

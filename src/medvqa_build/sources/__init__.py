@@ -67,9 +67,24 @@ class Source:
         self, root: str | os.PathLike, verify: str = "header"
     ) -> Iterator[Sample | QuarantineEntry]:
         """Stream samples and quarantine entries of every layout part, in a stable order."""
+        for _, _, entry in self.scan_indexed(root, verify):
+            yield entry
+
+    def scan_indexed(
+        self, root: str | os.PathLike, verify: str = "header", shard: tuple[int, int] = (0, 1)
+    ) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
+        """``(part number, candidate index, entry)`` for the candidates shard ``(k, n)`` owns.
+
+        Shards together yield exactly what one unsharded scan yields; a layout that is not
+        shardable is scanned whole by shard 0.
+        """
+        k, n = shard
         root = self.check_root(root)
-        for part in self.manifest.parts:
+        for part_no, part in enumerate(self.manifest.parts):
             layout = make_layout(part.layout, part.options, where=f"{self.path}: parts.{part.name}")
+            shardable = getattr(layout, "shardable", False)
+            if n > 1 and not shardable and k != 0:
+                continue
             ctx = ScanContext(
                 source=self.id,
                 root=root,
@@ -78,15 +93,22 @@ class Source:
                 scene=part.scene if part.scene is not None else self.manifest.scene,
                 label_map=self.manifest.label_map,
                 verify=verify,
+                shard_index=k if shardable else 0,
+                shard_count=n if shardable else 1,
             )
+            count = 0
             for entry in layout.scan(ctx):
+                if entry is None:  # owned by another shard
+                    continue
+                index = ctx.candidates_seen - 1 if shardable else count
+                count += 1
                 if isinstance(entry, Sample) and entry.scene is None and entry.labels:
                     # the first label the manifest maps to a scene decides it
                     scenes = self.manifest.scene_map
                     scene = next((scenes[lab] for lab in entry.labels if lab in scenes), None)
                     if scene is not None:
                         entry = replace(entry, scene=scene)
-                yield entry
+                yield part_no, index, entry
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,39 @@
+"""convert --workers: shards of the per-file work give exactly the unsharded result, for every
+source whose fixture exists (shardable layouts are split, the others scanned by shard 0)."""
+
+import pytest
+
+from medvqa_build.api import list_sources
+from medvqa_build.convert import scan_source
+from medvqa_build.layouts.base import LAYOUTS
+
+from .. import fixtures
+
+SOURCES = [s.id for s in list_sources()]
+
+
+@pytest.mark.parametrize("source_id", SOURCES)
+def test_workers_give_the_same_samples_and_quarantine(source_id, tmp_path):
+    root = fixtures.fixture_writer(source_id)(tmp_path / source_id)
+    one = scan_source(source_id, root, progress=False)
+    three = scan_source(source_id, root, progress=False, workers=3)
+    assert three.samples == one.samples and three.quarantined == one.quarantined
+
+
+def test_the_common_layouts_are_shardable():
+    for name in (
+        "class_folders",
+        "label_table",
+        "image_mask_pairs",
+        "frame_folders",
+        "yolo_boxes",
+        "txt_boxes",
+    ):
+        assert getattr(LAYOUTS.get(name), "shardable", False), name
+
+
+def test_sharding_with_quarantine_and_duplicates(synthetic_root):
+    one = scan_source("synthetic-endo", synthetic_root, progress=False)
+    two = scan_source("synthetic-endo", synthetic_root, progress=False, workers=2)
+    assert two.counts() == one.counts() == {"found": 33, "converted": 32, "quarantined": 1}
+    assert two.samples == one.samples and two.quarantined == one.quarantined
