@@ -33,11 +33,6 @@ class AttributeClassification(TaskGenerator):
         "Which stage of the surgery is shown here?",
     )
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
-        if "templates" in self.params:
-            self.templates = tuple(self.params["templates"])
-
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
         return [{f"attribute:{params.get('attribute', cls.default_attribute)}"}]

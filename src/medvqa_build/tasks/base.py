@@ -121,6 +121,8 @@ class TaskGenerator(ABC):
 
     def __init__(self, params: dict | None = None):
         self.params = dict(params or {})
+        if "templates" in self.params:  # a recipe may supply its own paraphrases
+            self.templates = tuple(self.params["templates"])
 
     @abstractmethod
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:

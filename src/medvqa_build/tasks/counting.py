@@ -33,8 +33,6 @@ class CountingTask(TaskGenerator):
 
     def __init__(self, params: dict | None = None):
         super().__init__(params)
-        if "templates" in self.params:
-            self.templates = tuple(self.params["templates"])
         if "options" in self.params:
             self.fixed_options = tuple(str(o) for o in self.params["options"])
 

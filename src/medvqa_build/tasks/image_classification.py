@@ -29,11 +29,6 @@ class ImageClassification(TaskGenerator):
         "What does this endoscopic view show?",
     )
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
-        if "templates" in self.params:
-            self.templates = tuple(self.params["templates"])
-
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
         """Any one of these sets of sample fields feeds the task (see tasks/requirements.py)."""

@@ -33,11 +33,6 @@ class InstrumentPresence(TaskGenerator):
         "Is the {tool} being used in this image?",
     )
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
-        if "templates" in self.params:
-            self.templates = tuple(self.params["templates"])
-
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
         return [{"attribute:tool"}, {"regions"}]

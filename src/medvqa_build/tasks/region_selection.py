@@ -31,11 +31,6 @@ class RegionSelection(TaskGenerator):
         "The image shows four outlined areas. Which of them marks the {finding}?",
     )
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
-        if "templates" in self.params:
-            self.templates = tuple(self.params["templates"])
-
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
         return [{"regions"}]

@@ -28,11 +28,6 @@ class VisualGrounding(TaskGenerator):
         "Find the {finding} in this image and select its bounding box.",
     )
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
-        if "templates" in self.params:
-            self.templates = tuple(self.params["templates"])
-
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
         return [{"regions"}]
