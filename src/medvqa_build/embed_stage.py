@@ -39,9 +39,11 @@ def embed_stage(
     stages: list[StageResult],
     progress: bool,
     force: bool = False,
+    executor=None,
 ) -> dict[str, np.ndarray] | None:
     """``sample_id -> vector`` for every sample that could be decoded, or ``None`` when no task
-    needs embeddings. Samples that cannot be decoded are listed in ``unembedded.json``."""
+    needs embeddings. Samples that cannot be decoded are listed in ``unembedded.json``.
+    ``executor`` (see :mod:`medvqa_build.executors`) computes the vectors not yet cached."""
     if not (force or needs_embeddings(recipe)):
         return None
     from .negatives import embed_with_cache, make_embedder

@@ -4,7 +4,6 @@ parallel with results identical to one worker (same order, same bytes)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,22 +151,30 @@ def _render_chunk(args: tuple[list[Item], RenderJob]) -> list[Rendered]:
 
 
 def render_items(
-    items: list[Item], job: RenderJob, *, workers: int = 1, progress: bool = True
+    items: list[Item],
+    job: RenderJob,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    executor=None,
 ) -> tuple[list[Item], list[dict], list[str]]:
-    """``(rendered items, quarantined items, alignment problems)``, in item order."""
+    """``(rendered items, quarantined items, alignment problems)``, in item order.
+
+    Chunks of items run on ``executor`` (default: a local pool of ``workers`` processes)."""
+    from .executors import make_executor
+
     chunks = [(items[i : i + CHUNK], job) for i in range(0, len(items), CHUNK)]
     bar = tqdm(total=len(items), desc="render", unit="item", disable=not progress, leave=False)
     results: list[Rendered] = []
-    if workers > 1 and len(chunks) > 1:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            for part in pool.map(_render_chunk, chunks):
-                results += part
-                bar.update(len(part))
-    else:
-        for chunk in chunks:
-            part = _render_chunk(chunk)
+    own = executor is None
+    executor = make_executor("local", workers) if own else executor
+    try:
+        for part in executor.map(_render_chunk, chunks):
             results += part
             bar.update(len(part))
+    finally:
+        if own:
+            executor.close()
     bar.close()
     done = [r.item for r in results if r.item is not None]
     quarantined = [r.quarantined for r in results if r.quarantined is not None]
