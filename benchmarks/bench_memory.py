@@ -1,6 +1,6 @@
 """Peak memory (RSS high-water mark, one fresh process per measurement) at 10x data.
 
-    python benchmarks/bench_memory.py          # convert+generate 10k vs 100k; build 1k vs 10k
+    python benchmarks/bench_memory.py   # convert, convert+generate 10k vs 100k; build 1k vs 10k
     python benchmarks/bench_memory.py --convert-sizes 10000,100000 --build-sizes 10000,100000
 
 A whole build of 100k synthetic stills takes about half an hour on 2 cores, so by default the
@@ -18,18 +18,23 @@ from pathlib import Path
 from scaled_demo import clear, measure_in_child, write_scaled_endo
 
 
-def _pair(mode: str, sizes: list[int], unique: int, tmp: Path) -> list[dict]:
-    rows = []
-    for n in sizes:
-        base = tmp / f"{mode}-{n}"
-        root = write_scaled_endo(base / "root", n, unique=unique, n_videos=0)
-        rows.append(measure_in_child(mode, root, n, base / "work"))
-        clear(base)
-        r = rows[-1]
-        print(
-            f"  {mode:17s} {n:>7d}: {r['seconds']:7.1f} s, peak {r['peak_rss_mib']:7.0f} MiB",
-            flush=True,
-        )
+def _measure_all(plan: dict[str, list[int]], unique: int, tmp: Path) -> dict[str, list[dict]]:
+    """Each size's tree is written once and measured in every mode that uses that size."""
+    rows: dict[str, list[dict]] = {mode: [] for mode in plan}
+    for n in sorted({n for sizes in plan.values() for n in sizes}):
+        root = write_scaled_endo(tmp / f"root-{n}", n, unique=unique, n_videos=0)
+        for mode, sizes in plan.items():
+            if n not in sizes:
+                continue
+            work = tmp / f"{mode}-{n}"
+            rows[mode].append(measure_in_child(mode, root, n, work))
+            clear(work)
+            r = rows[mode][-1]
+            print(
+                f"  {mode:17s} {n:>7d}: {r['seconds']:7.1f} s, peak {r['peak_rss_mib']:7.0f} MiB",
+                flush=True,
+            )
+        clear(root)
     return rows
 
 
@@ -40,12 +45,17 @@ def main() -> None:
     ap.add_argument("--unique", type=int, default=500, help="distinct stills rendered")
     args = ap.parse_args()
 
-    results = []
+    plan = {
+        mode: sorted(int(s) for s in sizes.split(","))
+        for mode, sizes in (
+            ("convert", args.convert_sizes),
+            ("convert+generate", args.convert_sizes),
+            ("build", args.build_sizes),
+        )
+        if sizes
+    }
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
-        for mode, sizes in (("convert+generate", args.convert_sizes), ("build", args.build_sizes)):
-            if sizes:
-                ns = sorted(int(s) for s in sizes.split(","))
-                results.append((mode, _pair(mode, ns, args.unique, Path(tmp))))
+        results = list(_measure_all(plan, args.unique, Path(tmp)).items())
 
     print(
         f"{'mode':17s} {'stills':>8s} {'seconds':>8s} {'baseline':>9s} {'peak MiB':>9s} "

@@ -149,14 +149,16 @@ MODES = ("convert", "convert+generate", "build")
 def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
     """Run one ``mode`` over ``root`` in this process; seconds, peak RSS, per-stage times.
 
-    ``convert``: scan + write the sample table. ``convert+generate``: that, then question
-    generation with every task on label-pool negatives (no embedding pass). ``build``: the
-    whole scaled demo recipe through ``medvqa_build.api.build``.
+    ``convert``: the convert stage (streaming scan into the sample table). ``convert+generate``:
+    that, then the samples read back and question generation with every task on label-pool
+    negatives (no embedding pass), items written. ``build``: the whole scaled demo recipe
+    through ``medvqa_build.api.build``.
     """
     import medvqa_build.pipeline  # noqa: F401  (imports counted in the baseline)
     from medvqa_build.api import build, load_recipe
-    from medvqa_build.convert import scan_source, write_convert_result
+    from medvqa_build.convert import convert_to
     from medvqa_build.generate import generate_items
+    from medvqa_build.schema import read_samples, write_items
     from medvqa_build.sources import get_source
 
     baseline = peak_rss_mib()
@@ -169,8 +171,7 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
             build(recipe, work / "out", progress=False)
     else:
         t = time.perf_counter()
-        result = scan_source("synthetic-endo", root, progress=False)
-        write_convert_result(result, work / "samples.parquet")
+        convert_to("synthetic-endo", root, work / "samples.parquet", progress=False)
         stages.append(("convert", time.perf_counter() - t, False))
         if mode == "convert+generate":
             import yaml
@@ -185,9 +186,9 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
             recipe = load_recipe(DEMO_RECIPE, overrides)
             manifests = {"synthetic-endo": get_source("synthetic-endo").manifest}
             t = time.perf_counter()
-            samples = result.samples
-            del result
+            samples = read_samples(work / "samples.parquet")
             items = generate_items(recipe, samples, manifests, progress=False, out_dir=work)
+            write_items(items.items, work / "items.parquet")
             stages.append(("generate", time.perf_counter() - t, False))
             del items
     return {

@@ -59,26 +59,26 @@ def _cmd_sources(args) -> int:
 
 
 def _cmd_convert(args) -> int:
-    from .convert import (
-        quarantine_path_for,
-        scan_source,
-        summarize_quarantine,
-        write_convert_result,
-    )
+    from .convert import convert_to, quarantine_path_for
+    from .quarantine import read_quarantine
 
-    result = scan_source(
-        args.source, args.root, verify=args.verify, progress=not args.quiet, workers=args.workers
-    )
     out = Path(args.output)
-    counts = write_convert_result(result, out)
+    counts = convert_to(
+        args.source,
+        args.root,
+        out,
+        verify=args.verify,
+        progress=not args.quiet,
+        workers=args.workers,
+    )
     print(
         f"{args.source}: found {counts['found']}, converted {counts['converted']}, "
         f"quarantined {counts['quarantined']} -> {out}"
     )
-    if result.quarantined:
+    if counts["quarantined"]:
         print(f"quarantine report: {quarantine_path_for(out)}")
-        for line in summarize_quarantine(result.quarantined):
-            print(f"  {line}")
+        for e in read_quarantine(quarantine_path_for(out))[:5]:
+            print(f"  {e.file}: {e.reason}")
     return 0
 
 
@@ -110,6 +110,8 @@ def _cmd_run(args) -> int:
         force_export=args.force,
         allow_missing=args.allow_missing,
         workers=args.workers,
+        executor=args.executor,
+        executor_options={"address": args.ray_address} if args.ray_address else None,
     )
     for st in result.stages:
         state = "reused" if st.reused else "built"
@@ -287,6 +289,19 @@ def make_parser() -> argparse.ArgumentParser:
         default=1,
         metavar="N",
         help="processes sharing the per-file work of convert and render (same output as 1)",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where convert shards, render chunks and embedding run: local processes "
+        "(default) or a Ray cluster (needs the [ray] extra; see docs/cluster.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster to join with --executor ray (e.g. auto, ray://head:10001); "
+        "default: start Ray locally",
     )
     p.add_argument(
         "--allow-missing",

@@ -1,21 +1,37 @@
-"""The convert stage: one source root -> sample table + quarantine report, with counts."""
+"""The convert stage: one source root -> sample table + quarantine report, with counts.
+
+The stage streams: the source's candidates are split into ``n`` shards (candidate *i* to
+shard *i mod n*, see :class:`~medvqa_build.layouts.base.ScanContext`), each shard task writes
+its samples to a Parquet shard in batches of :data:`BATCH_ROWS` rows, and the shards are merged
+back in scan order into ``samples.parquet``. No step holds a whole source in memory, the
+tasks run on any :mod:`executor <medvqa_build.executors>`, and the output does not depend on
+``n`` or on where the tasks ran.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
+import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from .layouts.base import contained_path
 from .media.image import ImageProblem
 from .quarantine import QuarantineEntry, write_quarantine
 from .records import Sample
-from .schema import atomic_path, write_samples
+from .schema import SAMPLE_SCHEMA, SampleWriter, atomic_path, write_samples
 from .sources import get_source
+
+BATCH_ROWS = 4096  # rows per Parquet batch: the most samples a convert task holds
+_KEYS = [("_part", pa.int32()), ("_index", pa.int64())]
+SHARD_SCHEMA = pa.schema(list(SAMPLE_SCHEMA) + [pa.field(n, t) for n, t in _KEYS])
 
 
 @dataclass
@@ -44,57 +60,6 @@ class ConvertResult:
         return samples_to_table(self.samples).to_pandas()
 
 
-def _scan_shard(args: tuple[str, Path, str, int, int]) -> list:
-    source_id, root, verify, k, n = args
-    return list(get_source(source_id).scan_indexed(root, verify, shard=(k, n)))
-
-
-def _entries(source, root: Path, verify: str, workers: int):
-    """Every entry in scan order; with ``workers`` > 1 shards scan in parallel processes and
-    are merged back into the same order, so the result does not depend on ``workers``."""
-    if workers <= 1:
-        yield from source.scan(root, verify=verify)
-        return
-    jobs = [(source.id, root, verify, k, workers) for k in range(workers)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        parts = list(pool.map(_scan_shard, jobs))
-    merged = sorted((e for part in parts for e in part), key=lambda e: (e[0], e[1]))
-    for _, _, entry in merged:
-        yield entry
-
-
-def scan_source(
-    source_id: str,
-    root: str | os.PathLike,
-    verify: str = "header",
-    progress: bool = True,
-    workers: int = 1,
-) -> ConvertResult:
-    """Scan a source root into a :class:`ConvertResult` (nothing written); ``workers`` > 1
-    shards the per-file work of shardable layouts over processes (same result)."""
-    source = get_source(source_id)
-    root = source.check_root(root)  # fail with one line before any progress bar is drawn
-    result = ConvertResult(source_id)
-    seen: set[str] = set()
-    bar = tqdm(desc=f"convert {source_id}", unit="file", disable=not progress, leave=False)
-    for entry in _entries(source, root, verify, workers):
-        bar.update()
-        if isinstance(entry, QuarantineEntry):
-            result.quarantined.append(entry)
-        elif (escape := _escapes(root, entry.image)) is not None:
-            result.quarantined.append(QuarantineEntry(entry.image, escape, source_id))
-        elif entry.sample_id in seen:
-            result.quarantined.append(
-                QuarantineEntry(entry.image, f"duplicate sample id {entry.sample_id}", source_id)
-            )
-        else:
-            seen.add(entry.sample_id)
-            result.samples.append(entry)
-    bar.close()
-    result.samples.sort(key=lambda s: s.sample_id)
-    return result
-
-
 def _escapes(root: Path, rel: str) -> str | None:
     """Why a sample's file would leave the source root (a symbolic link to a file outside,
     an absolute path, a ``..``), or None: whatever the layout, no build reads outside it."""
@@ -105,20 +70,242 @@ def _escapes(root: Path, rel: str) -> str | None:
     return None
 
 
+def _checked_entries(
+    source_id: str, root: Path, verify: str, shard: tuple[int, int]
+) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
+    """``(part, index, entry)`` of one shard; a sample whose file leaves the root becomes a
+    quarantine entry here, so every shard applies the same rule."""
+    for part, index, entry in get_source(source_id).scan_indexed(root, verify, shard=shard):
+        if isinstance(entry, Sample) and (why := _escapes(root, entry.image)) is not None:
+            entry = QuarantineEntry(entry.image, why, source_id)
+        yield part, index, entry
+
+
+# -- one shard ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Shard ``k`` of ``n`` of one source, written into ``out`` (picklable, for executors)."""
+
+    source_id: str
+    root: Path
+    verify: str
+    k: int
+    n: int
+    out: Path
+    progress: bool = False
+
+
+def shard_paths(out: Path, k: int) -> tuple[Path, Path]:
+    return out / f"shard-{k:05d}.parquet", out / f"shard-{k:05d}.quarantine.json"
+
+
+def convert_shard(task: ShardTask) -> dict[str, int]:
+    """Scan one shard and stream it to ``shard-k.parquet`` (with its scan keys) and
+    ``shard-k.quarantine.json``; returns ``{samples, quarantined}``."""
+    parquet, quarantine_json = shard_paths(task.out, task.k)
+    rows: list[dict] = []
+    bad: list[tuple[int, int, dict]] = []
+    n_samples = 0
+    bar = tqdm(desc=f"convert {task.source_id}", unit="file", disable=not task.progress)
+    with pq.ParquetWriter(parquet, SHARD_SCHEMA, compression="zstd") as writer:
+
+        def flush() -> None:
+            writer.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA))
+            rows.clear()
+
+        for part, index, entry in _checked_entries(
+            task.source_id, task.root, task.verify, (task.k, task.n)
+        ):
+            bar.update()
+            if isinstance(entry, QuarantineEntry):
+                bad.append((part, index, asdict(entry)))
+                continue
+            rows.append({**entry.to_row(), "_part": part, "_index": index})
+            n_samples += 1
+            if len(rows) >= BATCH_ROWS:
+                flush()
+        if rows:
+            flush()
+    bar.close()
+    quarantine_json.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    return {"samples": n_samples, "quarantined": len(bad)}
+
+
+# -- merge -------------------------------------------------------------------------------------
+
+
+class _ShardReader:
+    """Hands out the next ``m`` rows of one shard file, reading it batch by batch."""
+
+    def __init__(self, path: Path):
+        self._batches = pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+        self._buffer: pa.Table | None = None
+
+    def take(self, m: int) -> pa.Table:
+        parts = []
+        while m > 0:
+            if self._buffer is None or self._buffer.num_rows == 0:
+                self._buffer = pa.Table.from_batches([next(self._batches)])
+            piece = self._buffer.slice(0, m)
+            self._buffer = self._buffer.slice(piece.num_rows)
+            parts.append(piece)
+            m -= piece.num_rows
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _scan_order(files: list[Path]) -> np.ndarray:
+    """Shard number of every sample, in scan order (from the two key columns only)."""
+    keys = [pq.read_table(f, columns=["_part", "_index"]) for f in files]
+    part = np.concatenate([t.column("_part").to_numpy() for t in keys])
+    index = np.concatenate([t.column("_index").to_numpy() for t in keys])
+    shard = np.concatenate([np.full(t.num_rows, k, np.int32) for k, t in enumerate(keys)])
+    return shard[np.lexsort((index, part))]
+
+
+def merge_shards(shard_dir: Path, n: int, source_id: str, out: Path) -> dict[str, int]:
+    """Merge the ``n`` shards in scan order into ``out`` (+ quarantine and counts files).
+
+    A sample id seen before is quarantined as a duplicate; the keys columns are dropped.
+    """
+    files = [shard_paths(shard_dir, k)[0] for k in range(n)]
+    bad: list[tuple[int, int, dict]] = []
+    for k in range(n):
+        bad += [tuple(e) for e in json.loads(shard_paths(shard_dir, k)[1].read_text("utf-8"))]
+    order = _scan_order(files)
+    readers = [_ShardReader(f) for f in files]
+    seen: set[str] = set()
+    converted = 0
+    with SampleWriter(out) as writer:
+        for start in range(0, len(order), BATCH_ROWS):
+            chunk = order[start : start + BATCH_ROWS]
+            sizes = np.bincount(chunk, minlength=n)
+            combined = pa.concat_tables([readers[k].take(int(m)) for k, m in enumerate(sizes) if m])
+            # rows of ``combined`` are grouped by shard; put them back in scan order
+            grouped = np.argsort(chunk, kind="stable")
+            inverse = np.empty_like(grouped)
+            inverse[grouped] = np.arange(len(grouped))
+            table = combined.take(pa.array(inverse))
+            ids = table.column("sample_id").to_pylist()
+            keep = []
+            for i, sid in enumerate(ids):
+                if sid in seen:
+                    row = table.slice(i, 1).to_pylist()[0]
+                    reason = f"duplicate sample id {sid}"
+                    bad.append(
+                        (
+                            row["_part"],
+                            row["_index"],
+                            asdict(QuarantineEntry(row["image"], reason, source_id)),
+                        )
+                    )
+                    keep.append(False)
+                else:
+                    seen.add(sid)
+                    keep.append(True)
+            table = table.filter(pa.array(keep)).drop_columns([n for n, _ in _KEYS])
+            writer.write_table(table.cast(SAMPLE_SCHEMA))
+            converted += table.num_rows
+    entries = [QuarantineEntry(**e) for _, _, e in sorted(bad, key=lambda b: (b[0], b[1]))]
+    write_quarantine(entries, quarantine_path_for(out))
+    counts = {
+        "source": source_id,
+        "found": converted + len(entries),
+        "converted": converted,
+        "quarantined": len(entries),
+    }
+    _write_counts(out, counts)
+    return counts
+
+
+# -- the stage ---------------------------------------------------------------------------------
+
+
+def convert_to(
+    source_id: str,
+    root: str | os.PathLike,
+    out: str | os.PathLike,
+    verify: str = "header",
+    progress: bool = True,
+    workers: int = 1,
+    executor=None,
+    shards: int | None = None,
+) -> dict:
+    """Convert a source into ``out`` (Parquet) + ``<out>.quarantine.json`` + ``.counts.json``.
+
+    ``shards`` (default: the executor's workers) tasks run on ``executor`` (default: a local
+    pool of ``workers`` processes); returns ``{source, found, converted, quarantined}``.
+    """
+    from .executors import make_executor
+
+    source = get_source(source_id)
+    root = source.check_root(root)  # fail with one line before any progress bar is drawn
+    out = Path(out)
+    own = executor is None
+    executor = make_executor("local", workers) if own else executor
+    n = max(1, shards or executor.workers)
+    shard_dir = out.with_name(f".{out.name}.shards")
+    shutil.rmtree(shard_dir, ignore_errors=True)
+    shard_dir.mkdir(parents=True)
+    try:
+        tasks = [
+            ShardTask(source_id, root, verify, k, n, shard_dir, progress and n == 1)
+            for k in range(n)
+        ]
+        bar = tqdm(total=n, desc=f"convert {source_id} shards", disable=not progress or n == 1)
+        for _ in executor.map(convert_shard, tasks):
+            bar.update()
+        bar.close()
+        return merge_shards(shard_dir, n, source_id, out)
+    finally:
+        if own:
+            executor.close()
+        shutil.rmtree(shard_dir, ignore_errors=True)
+
+
+def scan_source(
+    source_id: str,
+    root: str | os.PathLike,
+    verify: str = "header",
+    progress: bool = True,
+    workers: int = 1,
+) -> ConvertResult:
+    """A source as an in-memory :class:`ConvertResult`, for notebooks and tests: the stage's
+    output (:func:`convert_to` into a temporary folder) read back, so values are exactly what
+    a build sees (e.g. coordinates as float32)."""
+    import tempfile
+
+    from .quarantine import read_quarantine
+    from .schema import read_samples
+
+    root = get_source(source_id).check_root(root)
+    with tempfile.TemporaryDirectory(prefix="medvqa-convert-") as tmp:
+        out = Path(tmp) / "samples.parquet"
+        convert_to(source_id, root, out, verify, progress, workers=workers)
+        return ConvertResult(
+            source_id, read_samples(out), read_quarantine(quarantine_path_for(out))
+        )
+
+
 def quarantine_path_for(samples_path: Path) -> Path:
     return samples_path.with_name(samples_path.stem + ".quarantine.json")
 
 
-def write_convert_result(result: ConvertResult, out: str | os.PathLike) -> dict:
-    """Write ``out`` (Parquet), ``<out>.quarantine.json`` and ``<out>.counts.json``."""
-    out = Path(out)
-    write_samples(result.samples, out)
-    write_quarantine(result.quarantined, quarantine_path_for(out))
-    counts = {"source": result.source, **result.counts()}
+def _write_counts(out: Path, counts: dict) -> None:
     counts_path = out.with_name(out.stem + ".counts.json")
     tmp = atomic_path(counts_path)
     tmp.write_text(json.dumps(counts, indent=2) + "\n")
     os.replace(tmp, counts_path)
+
+
+def write_convert_result(result: ConvertResult, out: str | os.PathLike) -> dict:
+    """Write an in-memory result: ``out`` (Parquet), ``<out>.quarantine.json``, ``.counts.json``."""
+    out = Path(out)
+    write_samples(result.samples, out)
+    write_quarantine(result.quarantined, quarantine_path_for(out))
+    counts = {"source": result.source, **result.counts()}
+    _write_counts(out, counts)
     return counts
 
 
@@ -128,14 +315,22 @@ def convert_source(
     out: str | os.PathLike,
     verify: str = "header",
     progress: bool = True,
+    workers: int = 1,
 ) -> dict:
-    """Scan and write; returns the counts ``{source, found, converted, quarantined}``."""
-    result = scan_source(source_id, root, verify=verify, progress=progress)
-    return write_convert_result(result, out)
+    """Convert and write; returns the counts ``{source, found, converted, quarantined}``."""
+    return convert_to(source_id, root, out, verify, progress, workers=workers)
 
 
 def summarize_quarantine(entries: list[QuarantineEntry], limit: int = 5) -> list[str]:
     return [f"{e.file}: {e.reason}" for e in entries[:limit]]
 
 
-__all__ = ["ConvertResult", "scan_source", "convert_source", "write_convert_result", "asdict"]
+__all__ = [
+    "ConvertResult",
+    "convert_shard",
+    "convert_source",
+    "convert_to",
+    "merge_shards",
+    "scan_source",
+    "write_convert_result",
+]

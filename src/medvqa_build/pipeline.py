@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .convert import scan_source, write_convert_result
+from .convert import convert_to
 from .curate import assign_splits, curate_samples, duplicate_groups, parse_curate_spec
 from .embed_stage import embed_stage
 from .errors import RecipeError, SourceError, ValidationFailed
@@ -180,13 +180,23 @@ def build(
     force_export: bool = False,
     allow_missing: bool = False,
     workers: int = 1,
+    executor: str = "local",
+    executor_options: dict | None = None,
 ) -> BuildResult:
     """Run every stage of ``recipe`` into ``out_dir``; finished stages are reused.
 
     With ``allow_missing`` sources whose roots are absent are left out; the report names them
-    and the quota shortfall per task. ``workers`` > 1 converts sources and renders items in
-    parallel processes; the outputs are identical to one worker.
+    and the quota shortfall per task. Convert shards, render chunks and embedding run on
+    ``executor`` (``local``: ``workers`` processes; ``ray``: a Ray cluster, see
+    ``docs/cluster.md``); the outputs are identical whichever runs them.
     """
+    from .executors import make_executor
+
+    with make_executor(executor, workers, **(executor_options or {})) as ex:
+        return _build(recipe, out_dir, progress, force_export, allow_missing, ex)
+
+
+def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> BuildResult:
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     stages: list[StageResult] = []
@@ -216,10 +226,14 @@ def build(
         inputs = inputs_by_id[spec.id]
 
         def do_convert(d: Path, spec=spec) -> dict:
-            result = scan_source(
-                spec.id, roots[spec.id], verify=spec.verify, progress=progress, workers=workers
+            return convert_to(
+                spec.id,
+                roots[spec.id],
+                d / "samples.parquet",
+                verify=spec.verify,
+                progress=progress,
+                executor=executor,
             )
-            return write_convert_result(result, d / "samples.parquet")
 
         st = run_stage(out, "convert", spec.id, inputs, do_convert)
         stages.append(st)
@@ -240,6 +254,7 @@ def build(
         stages,
         progress,
         force=bool(curate_spec and curate_spec.needs_embeddings),
+        executor=executor,
     )
 
     # -- curate (only with a curate section): dedup and selection ------------------------------
@@ -287,7 +302,7 @@ def build(
     def do_render(d: Path) -> dict:
         items = read_items(gen.path / "items.parquet")
         job = RenderJob(roots=roots, out=d, spec=recipe.render, generated_dir=gen.path)
-        rendered, bad, problems = render_items(items, job, workers=workers, progress=progress)
+        rendered, bad, problems = render_items(items, job, progress=progress, executor=executor)
         write_items(rendered, d / "items.parquet")
         (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
         (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")

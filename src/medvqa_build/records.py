@@ -8,6 +8,7 @@ coordinates, as COCO: a box around pixel columns 3..5 is ``x1=3, x2=6``).
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -23,6 +24,35 @@ def _points(value: Any) -> tuple[PointXY, ...]:
     return tuple((float(p[0]), float(p[1])) for p in (value or ()))
 
 
+class RLECounts(array):
+    """RLE run lengths held as packed 32-bit ints (4 bytes a run, not a tuple of Python ints:
+    a 100k-sample source of masks then fits in memory). Compares equal to a tuple or list of
+    the same runs and hashes like one, so records stay comparable and hashable."""
+
+    def __new__(cls, runs=()):
+        return super().__new__(cls, "i", runs)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, array):
+            return array.__eq__(self, other)
+        if isinstance(other, (tuple, list)):
+            return len(self) == len(other) and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __ne__(self, other) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"RLECounts({list(self)!r})"
+
+    def __reduce__(self):
+        return (RLECounts, (list(self),))
+
+
 @dataclass(frozen=True)
 class MaskRef:
     """A region's mask: a file (optionally one value of a label map) or an RLE.
@@ -36,13 +66,15 @@ class MaskRef:
     path: str | None = None
     value: int | None = None
     size_hw: tuple[int, int] | None = None
-    counts: tuple[int, ...] | None = None
+    counts: tuple[int, ...] | RLECounts | None = None  # stored as RLECounts
 
     def __post_init__(self) -> None:
         if self.path is None and self.counts is None:
             raise ValueError("MaskRef needs a path or RLE counts")
         if self.counts is not None and self.size_hw is None:
             raise ValueError("an RLE mask needs size_hw")
+        if self.counts is not None and not isinstance(self.counts, RLECounts):
+            object.__setattr__(self, "counts", RLECounts(self.counts))
 
     def to_row(self) -> dict:
         return {
@@ -60,7 +92,7 @@ class MaskRef:
             path=row.get("path"),
             value=row.get("value"),
             size_hw=_tuple_or_none(row.get("size"), int),
-            counts=_tuple_or_none(row.get("counts"), int),
+            counts=None if row.get("counts") is None else RLECounts(row["counts"]),
         )
 
 

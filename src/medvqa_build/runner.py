@@ -26,7 +26,7 @@ MARKER = "_SUCCESS.json"
 # Bump when a stage's output format or logic changes, so old cached outputs are not reused.
 STAGE_VERSIONS = {
     "materialize": 1,
-    "convert": 1,
+    "convert": 2,
     "embed": 2,
     "generate": 1,
     "render": 1,

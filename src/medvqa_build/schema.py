@@ -179,8 +179,58 @@ def write_table(table: pa.Table, path: str | os.PathLike) -> Path:
     return path
 
 
+class TableWriter:
+    """Write a Parquet file batch by batch (same options as :func:`write_table`), atomically:
+    the file appears under its name only when the ``with`` block ends without an error."""
+
+    def __init__(self, path: str | os.PathLike, schema: pa.Schema):
+        self.path = Path(path)
+        self.schema = schema
+        self._tmp = atomic_path(self.path)
+        self._writer = pq.ParquetWriter(
+            self._tmp, schema, compression="zstd", write_statistics=True, use_dictionary=True
+        )
+
+    def write_table(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self._writer.write_table(table)
+
+    def __enter__(self) -> TableWriter:
+        return self
+
+    def __exit__(self, exc_type, *rest) -> None:
+        self._writer.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
+class SampleWriter(TableWriter):
+    """Streams samples (or sample tables) into a Parquet file of :data:`SAMPLE_SCHEMA`."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(path, SAMPLE_SCHEMA)
+
+    def write(self, samples: Sequence[Sample]) -> None:
+        self.write_table(samples_to_table(samples))
+
+
+BATCH_ROWS = 4096
+
+
 def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
-    return write_table(samples_to_table(samples), path)
+    with SampleWriter(path) as writer:
+        for start in range(0, len(samples), BATCH_ROWS):
+            writer.write(samples[start : start + BATCH_ROWS])
+    return Path(path)
+
+
+def iter_samples(path: str | os.PathLike, batch_rows: int = BATCH_ROWS):
+    """The samples of a Parquet file, decoded batch by batch (never the whole table at once)."""
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+        table = pa.Table.from_batches([batch]).cast(SAMPLE_SCHEMA)
+        yield from (Sample.from_row(r) for r in table.to_pylist())
 
 
 def write_items(items: Sequence[Item], path: str | os.PathLike) -> Path:
@@ -188,7 +238,7 @@ def write_items(items: Sequence[Item], path: str | os.PathLike) -> Path:
 
 
 def read_samples(path: str | os.PathLike) -> list[Sample]:
-    return table_to_samples(pq.read_table(path, schema=SAMPLE_SCHEMA))
+    return list(iter_samples(path))
 
 
 def read_items(path: str | os.PathLike) -> list[Item]:
