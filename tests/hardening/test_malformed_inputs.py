@@ -147,6 +147,8 @@ def _psi_ava(root: Path) -> list[str]:
 
 
 def _vindr(root: Path) -> list[str]:
+    from ..fixtures.sources.vindr_spinexr import row as vindr_row
+
     folder = root / "train_images"
     write_dicom(folder / "nopix.dicom", ramp(48, 64, 1), modality="DX")
     ds = pydicom.dcmread(folder / "nopix.dicom")
@@ -163,14 +165,14 @@ def _vindr(root: Path) -> list[str]:
     write_dicom(folder / "oob.dicom", ramp(48, 64, 4), modality="DX")
     C.zero_byte(folder / "zero.dicom")
     ids = {
-        "nopix": "1,1,5,5",
-        "badts": "1,1,5,5",
-        "trunc": "1,1,5,5",
-        "oob": "10,10,500,500",
-        "zero": "1,1,5,5",
+        "nopix": (1, 1, 5, 5),
+        "badts": (1, 1, 5, 5),
+        "trunc": (1, 1, 5, 5),
+        "oob": (10, 10, 500, 500),
+        "zero": (1, 1, 5, 5),
     }
     with (root / "annotations" / "train.csv").open("a") as fh:
-        fh.writelines(f"{i},S,S,rad1,Osteophytes,{box}\n" for i, box in ids.items())
+        fh.writelines(vindr_row(i, "Osteophytes", box) + "\n" for i, box in ids.items())
     return [f"train_images/{i}.dicom" for i in ids]
 
 

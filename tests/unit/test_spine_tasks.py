@@ -75,7 +75,7 @@ def built(tmp_path_factory):
 
 def test_diagnosis_options_follow_spinebench(built):
     items = [i for i in built.items if i.task == "Disease Diagnosis"]
-    assert len(items) == 13 and not built.dropped  # the two-disease VinDr image is none
+    assert len(items) == 14 and not built.dropped  # the two-disease VinDr image is none
     for item in items:
         assert len(item.options) == 5 and "Healthy" in item.options
         assert item.options["ABCDE".index(item.answer)] == item.gt

@@ -1,6 +1,8 @@
 """``dicom_box_table``: one DICOM file per image id in a folder, and a CSV with one row per
 box (or one box-less row for an image-level label such as "No finding"), possibly from several
 readers (VinDr-SpineXR ``annotations/{train,test}.csv`` beside ``{train,test}_images/``).
+Columns are found by name, not position (VinDr-SpineXR's order is ``study_id, series_id,
+image_id, rad_id, lesion_type, xmin, ymin, xmax, ymax``).
 
 Every DICOM file in the folder and every image id of the table without a file is a candidate,
 so ``found = converted + quarantined``; an image's labels are its rows' labels, its regions

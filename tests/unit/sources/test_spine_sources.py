@@ -1,6 +1,9 @@
 """Spine sources on tiny replicas: labels standardised to SpineBench's names, levels, points,
 boxes, groups, DICOM sizes and allow-listed header attributes, and per-file quarantine."""
 
+import json
+
+import numpy as np
 import pytest
 
 from medvqa_build.api import load_source
@@ -22,9 +25,11 @@ def test_rsna_lumbar_slices_levels_and_severity(tmp_path):
     assert sag.labels == ("Spinal canal stenosis",) and sag.group_id == "4003253"
     assert (sag.width, sag.height, sag.modality) == (64, 48, "mri")
     assert sag.slice.axis == "sagittal" and sag.slice.index == 8
-    assert [(r.level, r.points) for r in sag.regions] == [
-        ("L4/L5", ((30.5, 22.0),)),
-        ("L5/S1", ((31.0, 34.2),)),
+    # points are stored as float32 in the sample table
+    assert [r.level for r in sag.regions] == ["L4/L5", "L5/S1"]
+    assert [r.points for r in sag.regions] == [
+        ((30.5, 22.0),),
+        ((31.0, pytest.approx(34.2, abs=1e-5)),),
     ]
     assert sag.attributes["lesion_levels"] == "L4/L5,L5/S1"
     assert sag.attributes["severity: Spinal Canal Stenosis L4/L5"] == "Severe"
@@ -81,8 +86,8 @@ def test_vindr_labels_boxes_groups_splits(tmp_path):
 def test_vindr_quarantine(tmp_path):
     root = vindr_spinexr.write(tmp_path)
     with (root / "annotations" / "train.csv").open("a") as fh:
-        fh.write("ffff,s,s,rad1,Osteophytes,1,1,5,5\n")  # no file
-        fh.write("eeee,s,s,rad1,Osteophytes,1,1,5,5\n")
+        fh.write(vindr_spinexr.row("ffff", "Osteophytes", (1, 1, 5, 5)) + "\n")  # no file
+        fh.write(vindr_spinexr.row("eeee", "Osteophytes", (1, 1, 5, 5)) + "\n")
     (root / "train_images" / "eeee.dicom").write_bytes(b"\0" * 200)  # not DICOM
     result = load_source("vindr-spinexr", root)
     reasons = {q.file: q.reason for q in result.quarantined}
@@ -94,29 +99,76 @@ def test_vindr_quarantine(tmp_path):
 
 def test_csxa_curvature_and_keypoints(tmp_path):
     result = load_source("csxa", csxa.write(tmp_path))
-    assert result.counts() == {"found": 4, "converted": 4, "quarantined": 0}
-    labels = {s.attributes["source_label"]: s.labels[0] for s in result.samples}
+    assert result.counts() == {"found": 5, "converted": 5, "quarantined": 0}
+    s = _by_image(result)
+    labels = {img: (x.attributes["source_label"], x.labels[0]) for img, x in s.items()}
     assert labels == {
-        "Lordosis": "Cervical lordosis",
-        "Straight": "Straight cervical vertebrae",
-        "Kyphosis": "Cervical kyphosis",
-        "Sigmoid": "Sigmoid cervical vertebrae",
+        "datasets-PNG/0001035.png": ("1", "Cervical lordosis"),
+        "datasets-PNG/0002148.png": ("2", "Straight cervical vertebrae"),  # cell "2.0"
+        "datasets-PNG/0003052.png": ("3", "Sigmoid cervical vertebrae"),
+        "datasets-PNG/0004161.png": ("4", "Sigmoid cervical vertebrae"),
+        "datasets-PNG/0005029.png": ("5", "Cervical kyphosis"),
     }
-    first = result.samples[0]
-    assert [r.label for r in first.regions] == list(csxa.KEYPOINTS)
-    assert first.regions[0].points == ((10.0, 20.0),)
+    first = s["datasets-PNG/0001035.png"]
+    assert len(first.regions) == 23 and [r.label for r in first.regions] == list(csxa.KEYPOINTS)
+    assert first.regions[0].points == ((30.0, 8.0),) and first.regions[0].level == "point"
+    assert (first.width, first.height) == csxa.SIZE_WH
 
 
 def test_csxa_quarantine(tmp_path):
     root = csxa.write(tmp_path)
-    (root / "annotations" / "0002.json").unlink()
-    (root / "annotations" / "0003.json").write_text('{"curvature": "Banana", "shapes": []}')
+    (root / "datasets-JSON" / "0002148.json").unlink()
+    csxa.write_xlsx(
+        root / "datasets.xlsx",
+        [
+            ["inline:title"],
+            ["Number", csxa.CURVATURE_COLUMN],
+            [1, "1"],
+            [3, "9"],  # a code the manifest does not know
+            [4, ""],  # no grade
+            [5, "5"],
+            [5, "1"],  # the same case twice with another grade
+        ],
+    )
+    data = csxa.labelme("0006000", csxa.keypoints(0))
+    data["imageWidth"] = 65
+    csxa.write_png(root / "datasets-PNG" / "0006000.png", np.zeros((96, 64), np.uint8))
+    (root / "datasets-JSON" / "0006000.json").write_text(json.dumps(data))
+    (root / "datasets-JSON" / "0007000.json").write_text(json.dumps(data))
+    csxa.write_png(root / "datasets-PNG" / "0008000.png", np.zeros((96, 64), np.uint8))
+    good = csxa.labelme("0008000", csxa.keypoints(0))
+    (root / "datasets-JSON" / "0008000.json").write_text(json.dumps(good))
     result = load_source("csxa", root)
     reasons = {q.file: q.reason for q in result.quarantined}
     assert reasons == {
-        "images/0002.png": "annotation annotations/0002.json is missing",
-        "images/0003.png": "label 'Banana' is not in the manifest's label_map",
+        "datasets-PNG/0002148.png": "annotation datasets-JSON/0002148.json is missing",
+        "datasets-PNG/0003052.png": "label '9' is not in the manifest's label_map",
+        "datasets-PNG/0004161.png": (
+            "datasets.xlsx has no 'Curvature: 1.Lordotic, 2.Straight, 3.Sigmoid1, 4.Sigmoid2, "
+            "5.Kyphotic' for '4'"
+        ),
+        "datasets-PNG/0005029.png": "datasets.xlsx gives '5' conflicting labels",
+        "datasets-PNG/0006000.png": "datasets-JSON/0006000.json says 65x96, the image is 64x96",
+        "datasets-JSON/0007000.json": "annotation without an image 0007000.png",
+        "datasets-PNG/0008000.png": "no row for '8' in datasets.xlsx",
     }
+    assert [s.image for s in result.samples] == ["datasets-PNG/0001035.png"]
+
+
+def test_csxa_table_problems_name_the_workbook(tmp_path):
+    root = csxa.write(tmp_path)
+    csxa.write_xlsx(root / "datasets.xlsx", [["Number", csxa.CURVATURE_COLUMN], [1, "1"]])
+    with pytest.raises(SourceError, match=r"datasets.xlsx lacks column\(s\)"):
+        load_source("csxa", root)  # header expected on row 2
+    csxa.write_xlsx(root / "datasets.xlsx", [["x"], ["Number", "Curve"]], sheet="Other")
+    with pytest.raises(SourceError, match="no sheet 'Sheet1'"):
+        load_source("csxa", root)
+    (root / "datasets.xlsx").write_bytes(b"not a zip")
+    with pytest.raises(SourceError, match="not a readable XLSX"):
+        load_source("csxa", root)
+    (root / "datasets.xlsx").unlink()
+    with pytest.raises(SourceError, match="datasets.xlsx"):
+        load_source("csxa", root)
 
 
 def test_buu_lspine_levels_views_groups(tmp_path):
@@ -145,3 +197,13 @@ def test_buu_lspine_wrong_row_count(tmp_path):
         "AP/0001-F-037Y0.csv has 9 rows, expected 10 (L1-top, L1-bottom, L2-top, L2-bottom, "
         "L3-top, L3-bottom, L4-top, L4-bottom, L5-top, L5-bottom)"
     ]
+
+
+def test_label_table_reads_csv_like_xlsx(tmp_path):
+    from medvqa_build.layouts.keypoint_json import read_table_rows
+
+    rows = [["inline:title"], ["Number", "Curve"], [7, "2.0"], [8, "Kyphotic"]]
+    xlsx = read_table_rows(csxa.write_xlsx(tmp_path / "t.xlsx", rows))
+    (tmp_path / "t.csv").write_text("title\nNumber,Curve\n7,2\n8,Kyphotic\n")
+    assert xlsx == read_table_rows(tmp_path / "t.csv")
+    assert xlsx[2] == (3, ["7", "2"])
