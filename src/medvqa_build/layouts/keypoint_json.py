@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import csv
 import json
-import posixpath
 import re
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
 from pydantic import model_validator
 
@@ -76,86 +73,42 @@ def _key(value: str) -> str:
     return str(int(float(value))) if re.fullmatch(r"\d+(\.0*)?", value) else value
 
 
-# --- a minimal XLSX reader (cell values only; the standard library has no xlsx support) ------
-_NS = {
-    "m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
-    "pr": "http://schemas.openxmlformats.org/package/2006/relationships",
-}
-_REL_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
-
-
-def _text(node) -> str:
-    """A string item's text: its <t> runs, without phonetic (<rPh>) hints."""
-    parts = []
-    for child in node:
-        tag = child.tag.rsplit("}", 1)[-1]
-        if tag == "t":
-            parts.append(child.text or "")
-        elif tag == "r":
-            parts.append(_text(child))
-    return "".join(parts)
-
-
-def _column(ref: str) -> int:
-    index = 0
-    for ch in re.match(r"[A-Z]*", ref.upper()).group():
-        index = index * 26 + ord(ch) - 64
-    return index - 1
-
-
-def _cell_value(cell, shared: list[str]) -> str:
-    kind = cell.get("t", "n")
-    if kind == "inlineStr":
-        node = cell.find("m:is", _NS)
-        return _text(node) if node is not None else ""
-    v = cell.find("m:v", _NS)
-    raw = v.text if v is not None and v.text is not None else ""
-    if kind == "s":
-        return shared[int(raw)] if raw.strip().isdigit() and int(raw) < len(shared) else ""
-    if kind == "b":
-        return "TRUE" if raw.strip() == "1" else "FALSE"
-    if kind == "n" and raw:
-        number = float(raw)
-        return str(int(number)) if number.is_integer() else raw
-    return raw  # "str" (formula text), "e" (error) and dates stored as numbers stay as written
+def _cell_text(value) -> str:
+    """A cell as the text a CSV export would show: whole numbers without ``.0``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
 
 
 def read_xlsx_rows(path: Path, sheet: str | None = None) -> list[tuple[int, list[str]]]:
-    """``(row number, cell strings)`` for the non-empty rows of one worksheet (1-based numbers
-    as the sheet gives them; gaps between cells filled with "")."""
+    """``(1-based row number, cell strings)`` of the non-empty rows of one worksheet
+    (the first when ``sheet`` is None), read with openpyxl; trailing empty cells dropped."""
+    from openpyxl import load_workbook
+
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = set(zf.namelist())
-            book = ET.fromstring(zf.read("xl/workbook.xml"))
-            sheets = book.findall("m:sheets/m:sheet", _NS)
-            chosen = next((s for s in sheets if sheet is None or s.get("name") == sheet), None)
-            if chosen is None:
-                found = [s.get("name") for s in sheets]
-                raise SourceError(f"no sheet {sheet!r} in {path.name}; it has {found}")
-            rels = ET.fromstring(zf.read("xl/_rels/workbook.xml.rels"))
-            target = next(
-                r.get("Target")
-                for r in rels.findall("pr:Relationship", _NS)
-                if r.get("Id") == chosen.get(_REL_ID)
-            )
-            target = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
-            shared = []
-            if "xl/sharedStrings.xml" in names:
-                strings = ET.fromstring(zf.read("xl/sharedStrings.xml"))
-                shared = [_text(si) for si in strings.findall("m:si", _NS)]
-            data = ET.fromstring(zf.read(posixpath.normpath(target)))
-        rows: dict[int, dict[int, str]] = {}
-        for n, row in enumerate(data.findall("m:sheetData/m:row", _NS), start=1):
-            cells = rows.setdefault(int(row.get("r", n)), {})
-            for k, cell in enumerate(row.findall("m:c", _NS)):
-                ref = cell.get("r")
-                cells[_column(ref) if ref else k] = _cell_value(cell, shared)
-    except (zipfile.BadZipFile, KeyError, StopIteration, ET.ParseError, ValueError) as exc:
+        book = load_workbook(path, read_only=True, data_only=True)
+    except Exception as exc:  # openpyxl raises zipfile, KeyError, XML and its own errors
         raise SourceError(f"{path.name} is not a readable XLSX workbook ({exc})") from None
-    return [
-        (number, [cells.get(i, "") for i in range(max(cells, default=-1) + 1)])
-        for number, cells in sorted(rows.items())
-    ]
+    try:
+        if sheet is not None and sheet not in book.sheetnames:
+            raise SourceError(f"no sheet {sheet!r} in {path.name}; it has {book.sheetnames}")
+        ws = book[sheet] if sheet is not None else book.worksheets[0]
+        rows = []
+        for number, values in enumerate(ws.iter_rows(values_only=True), start=1):
+            cells = [_cell_text(v) for v in values]
+            while cells and cells[-1] == "":
+                cells.pop()
+            if cells:
+                rows.append((number, cells))
+        return rows
+    finally:
+        book.close()
 
 
 def read_table_rows(path: Path, sheet: str | None = None) -> list[tuple[int, list[str]]]:

@@ -202,7 +202,7 @@ def test_buu_lspine_wrong_row_count(tmp_path):
 def test_label_table_reads_csv_like_xlsx(tmp_path):
     from medvqa_build.layouts.keypoint_json import read_table_rows
 
-    rows = [["inline:title"], ["Number", "Curve"], [7, "2.0"], [8, "Kyphotic"]]
+    rows = [["title"], ["Number", "Curve"], [7, "2.0"], [8, "Kyphotic"]]
     xlsx = read_table_rows(csxa.write_xlsx(tmp_path / "t.xlsx", rows))
     (tmp_path / "t.csv").write_text("title\nNumber,Curve\n7,2\n8,Kyphotic\n")
     assert xlsx == read_table_rows(tmp_path / "t.csv")
