@@ -286,9 +286,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="processes sharing the per-file work of convert and render (same output as 1)",
+        help="parallel tasks for convert and render (same output as 1); default 1 locally, "
+        "every CPU of the cluster with --executor ray",
     )
     p.add_argument(
         "--executor",

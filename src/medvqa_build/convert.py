@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
@@ -26,10 +27,17 @@ from .layouts.base import contained_path
 from .media.image import ImageProblem
 from .quarantine import QuarantineEntry, write_quarantine
 from .records import Sample
-from .schema import SAMPLE_SCHEMA, SampleWriter, atomic_path, write_samples
+from .schema import (
+    SAMPLE_SCHEMA,
+    SampleWriter,
+    atomic_path,
+    use_returning_memory_pool,
+    write_samples,
+)
 from .sources import get_source
 
-BATCH_ROWS = 4096  # rows per Parquet batch: the most samples a convert task holds
+BATCH_ROWS = 1024  # rows per Parquet batch: the most samples a convert task holds
+MERGE_ROWS = 4096  # rows per batch of the merged table
 _KEYS = [("_part", pa.int32()), ("_index", pa.int64())]
 SHARD_SCHEMA = pa.schema(list(SAMPLE_SCHEMA) + [pa.field(n, t) for n, t in _KEYS])
 
@@ -155,13 +163,21 @@ class _ShardReader:
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _scan_order(files: list[Path]) -> np.ndarray:
-    """Shard number of every sample, in scan order (from the two key columns only)."""
-    keys = [pq.read_table(f, columns=["_part", "_index"]) for f in files]
+def _scan_order(files: list[Path]) -> tuple[np.ndarray, set[str]]:
+    """Shard number of every sample in scan order, and the sample ids found more than once
+    (read from the key and id columns only, as Arrow arrays: a few bytes a sample)."""
+    keys = [pq.read_table(f, columns=["_part", "_index", "sample_id"]) for f in files]
     part = np.concatenate([t.column("_part").to_numpy() for t in keys])
     index = np.concatenate([t.column("_index").to_numpy() for t in keys])
     shard = np.concatenate([np.full(t.num_rows, k, np.int32) for k, t in enumerate(keys)])
-    return shard[np.lexsort((index, part))]
+    ids = pa.chunked_array([c for t in keys for c in t.column("sample_id").chunks], pa.string())
+    counts = pc.value_counts(ids) if len(ids) else None
+    repeated = (
+        set()
+        if counts is None
+        else set(counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist())
+    )
+    return shard[np.lexsort((index, part))], repeated
 
 
 def merge_shards(shard_dir: Path, n: int, source_id: str, out: Path) -> dict[str, int]:
@@ -173,13 +189,13 @@ def merge_shards(shard_dir: Path, n: int, source_id: str, out: Path) -> dict[str
     bad: list[tuple[int, int, dict]] = []
     for k in range(n):
         bad += [tuple(e) for e in json.loads(shard_paths(shard_dir, k)[1].read_text("utf-8"))]
-    order = _scan_order(files)
+    order, repeated = _scan_order(files)
     readers = [_ShardReader(f) for f in files]
-    seen: set[str] = set()
+    seen: set[str] = set()  # only ids that occur more than once
     converted = 0
     with SampleWriter(out) as writer:
-        for start in range(0, len(order), BATCH_ROWS):
-            chunk = order[start : start + BATCH_ROWS]
+        for start in range(0, len(order), MERGE_ROWS):
+            chunk = order[start : start + MERGE_ROWS]
             sizes = np.bincount(chunk, minlength=n)
             combined = pa.concat_tables([readers[k].take(int(m)) for k, m in enumerate(sizes) if m])
             # rows of ``combined`` are grouped by shard; put them back in scan order
@@ -187,24 +203,21 @@ def merge_shards(shard_dir: Path, n: int, source_id: str, out: Path) -> dict[str
             inverse = np.empty_like(grouped)
             inverse[grouped] = np.arange(len(grouped))
             table = combined.take(pa.array(inverse))
-            ids = table.column("sample_id").to_pylist()
-            keep = []
-            for i, sid in enumerate(ids):
-                if sid in seen:
-                    row = table.slice(i, 1).to_pylist()[0]
-                    reason = f"duplicate sample id {sid}"
-                    bad.append(
-                        (
-                            row["_part"],
-                            row["_index"],
-                            asdict(QuarantineEntry(row["image"], reason, source_id)),
+            if repeated:
+                keep = []
+                for i, sid in enumerate(table.column("sample_id").to_pylist()):
+                    first = sid not in repeated or sid not in seen
+                    keep.append(first)
+                    if sid in repeated and first:
+                        seen.add(sid)
+                    elif not first:
+                        row = table.slice(i, 1).to_pylist()[0]
+                        entry = QuarantineEntry(
+                            row["image"], f"duplicate sample id {sid}", source_id
                         )
-                    )
-                    keep.append(False)
-                else:
-                    seen.add(sid)
-                    keep.append(True)
-            table = table.filter(pa.array(keep)).drop_columns([n for n, _ in _KEYS])
+                        bad.append((row["_part"], row["_index"], asdict(entry)))
+                table = table.filter(pa.array(keep))
+            table = table.drop_columns([name for name, _ in _KEYS])
             writer.write_table(table.cast(SAMPLE_SCHEMA))
             converted += table.num_rows
     entries = [QuarantineEntry(**e) for _, _, e in sorted(bad, key=lambda b: (b[0], b[1]))]
@@ -239,6 +252,7 @@ def convert_to(
     """
     from .executors import make_executor
 
+    use_returning_memory_pool()
     source = get_source(source_id)
     root = source.check_root(root)  # fail with one line before any progress bar is drawn
     out = Path(out)

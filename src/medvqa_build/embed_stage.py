@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -49,7 +50,11 @@ def embed_stage(
     from .negatives import embed_with_cache, make_embedder
 
     def do_embed(d: Path) -> dict:
-        embedder = make_embedder(recipe.embedder)
+        info = executor.embedder_info(recipe.embedder) if executor is not None else None
+        if info is None:
+            embedder = make_embedder(recipe.embedder)
+        else:  # the cache names the embedder as the executor's workers build it
+            embedder = SimpleNamespace(id=info[0], dim=info[1])
         frames = d / "frames"
         paths, ids, failed = [], [], []
         for k, sample in enumerate(
@@ -69,7 +74,14 @@ def embed_stage(
                 path.write_bytes(encode_image(rgb, "png"))
             paths.append(path)
             ids.append(sample.sample_id)
-        vectors = embed_with_cache(embedder, paths, recipe.embedding_cache, progress=progress)
+        vectors = embed_with_cache(
+            embedder,
+            paths,
+            recipe.embedding_cache,
+            progress=progress,
+            executor=executor,
+            embedder_spec=recipe.embedder,
+        )
         np.save(d / "embeddings.npy", vectors.astype(np.float32))
         (d / "sample_ids.json").write_text(json.dumps(ids) + "\n")
         (d / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
@@ -84,5 +96,6 @@ def embed_stage(
     st = run_stage(out, "embed", "samples", inputs, do_embed)
     stages.append(st)
     ids = json.loads((st.path / "sample_ids.json").read_text())
-    vectors = np.load(st.path / "embeddings.npy")
+    # memory-mapped: rows are read when a sampler needs them, not all up front
+    vectors = np.load(st.path / "embeddings.npy", mmap_mode="r")
     return dict(zip(ids, vectors, strict=True))

@@ -179,7 +179,7 @@ def build(
     progress: bool = True,
     force_export: bool = False,
     allow_missing: bool = False,
-    workers: int = 1,
+    workers: int | None = None,
     executor: str = "local",
     executor_options: dict | None = None,
 ) -> BuildResult:
@@ -187,11 +187,13 @@ def build(
 
     With ``allow_missing`` sources whose roots are absent are left out; the report names them
     and the quota shortfall per task. Convert shards, render chunks and embedding run on
-    ``executor`` (``local``: ``workers`` processes; ``ray``: a Ray cluster, see
-    ``docs/cluster.md``); the outputs are identical whichever runs them.
+    ``executor`` (``local``: ``workers`` processes, default 1; ``ray``: a Ray cluster, default
+    every CPU of it, see ``docs/cluster.md``); the outputs are identical whichever runs them.
     """
     from .executors import make_executor
+    from .schema import use_returning_memory_pool
 
+    use_returning_memory_pool()
     with make_executor(executor, workers, **(executor_options or {})) as ex:
         return _build(recipe, out_dir, progress, force_export, allow_missing, ex)
 

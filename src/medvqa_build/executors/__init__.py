@@ -31,8 +31,9 @@ class Executor(ABC):
 
     name: ClassVar[str]
 
-    def __init__(self, workers: int = 1, **options: Any):
-        self.workers = max(1, int(workers))
+    def __init__(self, workers: int | None = 1, **options: Any):
+        # None: the executor's own default (1 locally, every CPU of a Ray cluster)
+        self.workers = max(1, int(workers)) if workers else 1
         self.options = dict(options)
 
     @abstractmethod
@@ -56,6 +57,11 @@ class Executor(ABC):
         for chunk in chunks:
             yield embedder.embed_paths(list(chunk))
 
+    def embedder_info(self, embedder_spec: str | Mapping[str, Any]) -> tuple[str, int] | None:
+        """``(id, dim)`` of the embedder as this executor's workers build it, or None when
+        they build it like this process does (the caller then makes it here)."""
+        return None
+
     def close(self) -> None:
         """Release pools or cluster connections (idempotent)."""
         return None
@@ -72,7 +78,7 @@ class LocalExecutor(Executor):
 
     name = "local"
 
-    def __init__(self, workers: int = 1, **options: Any):
+    def __init__(self, workers: int | None = 1, **options: Any):
         super().__init__(workers, **options)
         self._pool: ProcessPoolExecutor | None = None
 
@@ -95,7 +101,7 @@ class LocalExecutor(Executor):
 EXECUTOR_NAMES = ("local", "ray")
 
 
-def make_executor(name: str = "local", workers: int = 1, **options: Any) -> Executor:
+def make_executor(name: str = "local", workers: int | None = 1, **options: Any) -> Executor:
     """An executor by name: ``local`` or ``ray`` (needs ``pip install 'medvqa-build[ray]'``)."""
     if isinstance(name, Executor):
         return name

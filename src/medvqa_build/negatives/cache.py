@@ -14,8 +14,9 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -133,6 +134,8 @@ def embed_with_cache(
     keys: Sequence[str] | None = None,
     shard_rows: int = DEFAULT_SHARD_ROWS,
     progress: bool = True,
+    executor=None,
+    embedder_spec: str | Mapping[str, Any] | None = None,
 ) -> np.ndarray:
     """Embeddings of ``paths`` in order, computing only images whose content is not cached.
 
@@ -140,6 +143,11 @@ def embed_with_cache(
     one when a path is not the whole image, e.g. ``f"{video_sha}#frame={i}"``. Each computed
     chunk of ``shard_rows`` images is written as soon as it is done, so an interrupted run
     keeps its finished shards.
+
+    With an ``executor`` (see :mod:`medvqa_build.executors`) and the ``embedder_spec`` that
+    built ``embedder``, the missing chunks are embedded by ``executor.embed_chunks`` (e.g. GPU
+    actors on a Ray cluster); ``embedder`` then only names the cache (``id``, ``dim``). The
+    ``local`` executor embeds in this process with ``embedder`` itself (no second load).
     """
     paths = [str(p) for p in paths]
     cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.id, embedder.dim)
@@ -154,10 +162,15 @@ def embed_with_cache(
     if todo:
         log.info("embedding %d of %d images with %s", len(todo), len(paths), embedder.id)
         missing = list(todo.items())
+        chunks = [missing[s : s + shard_rows] for s in range(0, len(missing), shard_rows)]
+        if executor is None or executor.name == "local":  # in-process: reuse ``embedder``
+            computed = (embedder.embed_paths([p for _, p in chunk]) for chunk in chunks)
+        else:
+            if embedder_spec is None:
+                raise ValueError("embed_with_cache: an executor needs the embedder_spec")
+            computed = executor.embed_chunks(embedder_spec, [[p for _, p in c] for c in chunks])
         with tqdm(total=len(missing), desc="embed images", unit="img", disable=not progress) as bar:
-            for start in range(0, len(missing), shard_rows):
-                chunk = missing[start : start + shard_rows]
-                vectors = embedder.embed_paths([p for _, p in chunk])
+            for chunk, vectors in zip(chunks, computed, strict=True):
                 cache.put([k for k, _ in chunk], vectors)
                 bar.update(len(chunk))
     return cache.get(list(keys))
