@@ -8,6 +8,7 @@ coordinates, as COCO: a box around pixel columns 3..5 is ``x1=3, x2=6``).
 
 from __future__ import annotations
 
+import sys
 from array import array
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -18,6 +19,17 @@ PointXY = tuple[float, float]
 
 def _tuple_or_none(value: Any, conv=float) -> tuple | None:
     return None if value is None else tuple(conv(v) for v in value)
+
+
+def _intern(text: str | None) -> str | None:
+    """One shared string object for values that repeat across rows (source, modality, labels):
+    a table read back as records holds each distinct value once, not once per row."""
+    return None if text is None else sys.intern(text)
+
+
+def _short(text: str) -> str:
+    """Interned when short (attribute values are mostly labels and codes), else as is."""
+    return sys.intern(text) if len(text) <= 32 else text
 
 
 def _points(value: Any) -> tuple[PointXY, ...]:
@@ -53,7 +65,7 @@ class RLECounts(array):
         return (RLECounts, (list(self),))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MaskRef:
     """A region's mask: a file (optionally one value of a label map) or an RLE.
 
@@ -96,7 +108,7 @@ class MaskRef:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Region:
     """One annotated region of a sample: a label and any of box, mask, polygon, points."""
 
@@ -124,16 +136,16 @@ class Region:
     @classmethod
     def from_row(cls, row: dict) -> Region:
         return cls(
-            label=row["label"],
+            label=_intern(row["label"]),
             bbox=_tuple_or_none(row.get("bbox")),
             mask=MaskRef.from_row(row.get("mask")),
             polygon=_points(row.get("polygon")),
             points=_points(row.get("points")),
-            level=row.get("level"),
+            level=_intern(row.get("level")),
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SliceRef:
     """Plane and index of a 2-D slice in a volume."""
 
@@ -141,7 +153,7 @@ class SliceRef:
     index: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     """One image, video frame or volume slice of a source, in the common schema."""
 
@@ -188,7 +200,7 @@ class Sample:
         slice_row = row.get("slice")
         return cls(
             sample_id=row["sample_id"],
-            source=row["source"],
+            source=_intern(row["source"]),
             image=row["image"],
             frame=row.get("frame"),
             slice=None
@@ -196,17 +208,17 @@ class Sample:
             else SliceRef(slice_row["axis"], int(slice_row["index"])),
             width=int(row["width"]),
             height=int(row["height"]),
-            modality=row["modality"],
-            scene=row.get("scene"),
-            labels=tuple(row.get("labels") or ()),
-            attributes={str(k): str(v) for k, v in attrs},
+            modality=_intern(row["modality"]),
+            scene=_intern(row.get("scene")),
+            labels=tuple(_intern(lab) for lab in row.get("labels") or ()),
+            attributes={_intern(str(k)): _short(str(v)) for k, v in attrs},
             regions=tuple(Region.from_row(r) for r in row.get("regions") or ()),
             group_id=row.get("group_id") or "",
-            split=row.get("split"),
+            split=_intern(row.get("split")),
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DrawnShape:
     """Exactly what a renderer drew on one of an item's images, in clean-image pixels."""
 
@@ -248,7 +260,7 @@ class DrawnShape:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Negatives:
     """How an item's distractors were chosen: strategy, the chosen labels and their scores."""
 
@@ -277,7 +289,22 @@ class Negatives:
         )
 
 
-@dataclass(frozen=True)
+_ITEM_REPEATED = (
+    "benchmark",
+    "category",
+    "task",
+    "subtask",
+    "scene",
+    "source",
+    "coord_format",
+    "prompt_level",
+    "template_id",
+    "split",
+    "licence",
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Item:
     """One benchmark question: taxonomy, provenance, images, options, answer, prompt geometry.
 
@@ -337,4 +364,6 @@ class Item:
         for key in ("template_id", "licence"):
             kwargs[key] = kwargs[key] or ""
         kwargs["prompt_level"] = kwargs["prompt_level"] or "image"
+        for key in _ITEM_REPEATED:
+            kwargs[key] = _intern(kwargs[key])
         return cls(**kwargs)

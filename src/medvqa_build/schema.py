@@ -246,7 +246,18 @@ def iter_samples(path: str | os.PathLike, batch_rows: int = BATCH_ROWS):
 
 
 def write_items(items: Sequence[Item], path: str | os.PathLike) -> Path:
-    return write_table(items_to_table(items), path)
+    """Items in batches of :data:`BATCH_ROWS` rows (never the whole table as Python rows)."""
+    with TableWriter(path, ITEM_SCHEMA) as writer:
+        for start in range(0, len(items), BATCH_ROWS):
+            writer.write_table(items_to_table(items[start : start + BATCH_ROWS]))
+    return Path(path)
+
+
+def iter_items(path: str | os.PathLike, batch_rows: int = BATCH_ROWS):
+    """The items of a Parquet file, decoded batch by batch."""
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+        table = pa.Table.from_batches([batch]).cast(ITEM_SCHEMA)
+        yield from (Item.from_row(r) for r in table.to_pylist())
 
 
 def read_samples(path: str | os.PathLike) -> list[Sample]:
@@ -254,4 +265,4 @@ def read_samples(path: str | os.PathLike) -> list[Sample]:
 
 
 def read_items(path: str | os.PathLike) -> list[Item]:
-    return table_to_items(pq.read_table(path, schema=ITEM_SCHEMA))
+    return list(iter_items(path))

@@ -1,5 +1,7 @@
 """Each validation rule catches the defect planted for it, and only that one."""
 
+import dataclasses
+
 import cv2
 import numpy as np
 import pytest
@@ -177,9 +179,7 @@ def test_letter_tolerance(world):
 def test_cross_split_patient_and_near_duplicates(world):
     items, samples, manifests, resolve = world
     samples = dict(samples)
-    samples["toy:img1"] = Sample(
-        **{**samples["toy:img1"].__dict__, "group_id": "p0"}
-    )  # same patient
+    samples["toy:img1"] = dataclasses.replace(samples["toy:img1"], group_id="p0")  # same patient
     items = list(items)
     items[1] = items[1].replace(split="train")
     items[9] = items[9].replace(split="train")
