@@ -74,15 +74,20 @@ def embed_stage(
                 path.write_bytes(encode_image(rgb, "png"))
             paths.append(path)
             ids.append(sample.sample_id)
-        vectors = embed_with_cache(
+        # written straight into the stage's .npy (memory-mapped), never all in memory
+        vectors = np.lib.format.open_memmap(
+            d / "embeddings.npy", mode="w+", dtype=np.float32, shape=(len(paths), embedder.dim)
+        )
+        embed_with_cache(
             embedder,
             paths,
             recipe.embedding_cache,
             progress=progress,
             executor=executor,
             embedder_spec=recipe.embedder,
+            out=vectors,
         )
-        np.save(d / "embeddings.npy", vectors.astype(np.float32))
+        vectors.flush()
         (d / "sample_ids.json").write_text(json.dumps(ids) + "\n")
         (d / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
         return {

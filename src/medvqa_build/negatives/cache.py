@@ -97,8 +97,13 @@ class EmbeddingCache:
             self._arrays[name] = np.load(self.dir / name, mmap_mode="r")
         return self._arrays[name]
 
-    def get(self, keys: Sequence[str]) -> np.ndarray:
-        out = np.empty((len(keys), self.dim), dtype=np.float32)
+    def get(self, keys: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
+        """Vectors of ``keys`` in order, into ``out`` when given (e.g. a memory-mapped
+        ``.npy`` file, so a large source's vectors never sit in memory all at once)."""
+        if out is None:
+            out = np.empty((len(keys), self.dim), dtype=np.float32)
+        elif out.shape != (len(keys), self.dim):
+            raise ValueError(f"out has shape {out.shape}, expected {(len(keys), self.dim)}")
         for i, key in enumerate(keys):
             name, row = self._where[key]
             out[i] = self._array(name)[row]
@@ -136,6 +141,7 @@ def embed_with_cache(
     progress: bool = True,
     executor=None,
     embedder_spec: str | Mapping[str, Any] | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Embeddings of ``paths`` in order, computing only images whose content is not cached.
 
@@ -148,6 +154,8 @@ def embed_with_cache(
     built ``embedder``, the missing chunks are embedded by ``executor.embed_chunks`` (e.g. GPU
     actors on a Ray cluster); ``embedder`` then only names the cache (``id``, ``dim``). The
     ``local`` executor embeds in this process with ``embedder`` itself (no second load).
+    ``out`` (``len(paths) x dim`` float32, e.g. ``np.lib.format.open_memmap``) receives the
+    vectors instead of a new array.
     """
     paths = [str(p) for p in paths]
     cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.id, embedder.dim)
@@ -173,4 +181,4 @@ def embed_with_cache(
             for chunk, vectors in zip(chunks, computed, strict=True):
                 cache.put([k for k, _ in chunk], vectors)
                 bar.update(len(chunk))
-    return cache.get(list(keys))
+    return cache.get(list(keys), out=out)
