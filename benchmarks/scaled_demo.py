@@ -158,7 +158,7 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
     from medvqa_build.api import build, load_recipe
     from medvqa_build.convert import convert_to
     from medvqa_build.generate import generate_items
-    from medvqa_build.schema import read_samples, write_items
+    from medvqa_build.schema import ItemWriter, read_samples
     from medvqa_build.sources import get_source
 
     baseline = peak_rss_mib()
@@ -187,8 +187,10 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
             manifests = {"synthetic-endo": get_source("synthetic-endo").manifest}
             t = time.perf_counter()
             samples = read_samples(work / "samples.parquet")
-            items = generate_items(recipe, samples, manifests, progress=False, out_dir=work)
-            write_items(items.items, work / "items.parquet")
+            with ItemWriter(work / "items.parquet") as writer:  # as the generate stage does
+                items = generate_items(
+                    recipe, samples, manifests, progress=False, out_dir=work, sink=writer.add
+                )
             stages.append(("generate", time.perf_counter() - t, False))
             del items
     return {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import string
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,9 +31,10 @@ LETTERS = string.ascii_uppercase
 
 @dataclass
 class GenerateResult:
-    items: list[Item] = field(default_factory=list)
+    items: list[Item] = field(default_factory=list)  # empty when a sink took them
     dropped: list[dict] = field(default_factory=list)  # {task, sample_id, reason}
     shortfall: dict[str, int] = field(default_factory=dict)  # task name -> quota not met
+    count: int = 0  # items made (kept here or given to the sink)
 
 
 def _round_robin(cands: list[Candidate], rng) -> list[Candidate]:
@@ -83,18 +84,19 @@ def generate_items(
     embeddings: dict[str, np.ndarray] | None = None,
     out_dir: Path | None = None,
     roots: dict[str, Path] | None = None,
+    sink: Callable[[Item], None] | None = None,
 ) -> GenerateResult:
     """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
-    visual negative strategies; ``out_dir`` receives images a task synthesises."""
+    visual negative strategies; ``out_dir`` receives images a task synthesises. With ``sink``
+    each item is handed to it as it is made (e.g. written out) instead of kept in memory."""
     result = GenerateResult()
+    keep = sink if sink is not None else result.items.append
     samples_by_id = {s.sample_id: s for s in samples}
     slots = BalancedSlots(rng_for(recipe.seed, "answer-slots"))
     ontologies = {sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()}
-    test_groups: set[str] = set()
+    test_groups: set[str] = set()  # groups of the benchmark items made so far
     # benchmark tasks first, so instruction-tuning ("train") tasks can avoid their groups
     for spec in sorted(recipe.tasks, key=lambda t: t.split != "test"):
-        if spec.split == "train" and not test_groups:
-            test_groups = {g for i in result.items for g in _groups(i, samples_by_id)}
         gen = TASKS.get(spec.generator)(spec.params)
         sampler = SAMPLERS.get(spec.negatives.strategy)(**spec.negatives.params)
         sources = spec.sources or [s.id for s in recipe.sources]
@@ -148,7 +150,10 @@ def generate_items(
                     {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
                 )
                 continue
-            result.items.append(item)
+            keep(item)
+            result.count += 1
+            if spec.split == "test":
+                test_groups.update(_groups(item, samples_by_id))
             made += 1
             bar.update()
         bar.close()

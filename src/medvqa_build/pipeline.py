@@ -12,9 +12,12 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tqdm.auto import tqdm
 
 from .convert import convert_to
 from .curate import assign_splits, curate_samples, duplicate_groups, parse_curate_spec
@@ -36,11 +39,24 @@ from .runner import (
     tree_fingerprint,
     write_text_atomic,
 )
-from .schema import read_items, read_samples, write_items
+from .schema import ItemWriter, iter_items, read_items, read_samples
 from .sources import get_source
 from .validate import Problem, run_rules, write_validation_report
 
 log = logging.getLogger(__name__)
+
+RENDER_WINDOW = 4096  # items read, rendered and written at a time
+
+
+def _windows(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
+    window: list[Item] = []
+    for item in items:
+        window.append(item)
+        if len(window) >= size:
+            yield window
+            window = []
+    if window:
+        yield window
 
 
 @dataclass
@@ -275,24 +291,26 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
     }
 
     def do_generate(d: Path) -> dict:
-        result = generate_items(
-            recipe,
-            samples,
-            manifests,
-            progress=progress,
-            embeddings=embeddings,
-            out_dir=d,
-            roots=roots,
-        )
-        items = result.items
-        if curate_spec is not None and curate_spec.split is not None:
-            items = assign_splits(
-                recipe.curate, items, {s.sample_id: s for s in samples}, recipe.seed
+        resplit = curate_spec is not None and curate_spec.split is not None
+        with ItemWriter(d / "items.parquet") as writer:
+            result = generate_items(
+                recipe,
+                samples,
+                manifests,
+                progress=progress,
+                embeddings=embeddings,
+                out_dir=d,
+                roots=roots,
+                # streamed to disk unless splits are assigned over the whole set first
+                sink=None if resplit else writer.add,
             )
-        write_items(items, d / "items.parquet")
+            if resplit:
+                by_id = {s.sample_id: s for s in samples}
+                for item in assign_splits(recipe.curate, result.items, by_id, recipe.seed):
+                    writer.add(item)
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
         return {
-            "items": len(result.items),
+            "items": result.count,
             "dropped": len(result.dropped),
             "shortfall": {**result.shortfall, **skipped},
         }
@@ -302,17 +320,34 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
 
     # -- render ----------------------------------------------------------------------------
     def do_render(d: Path) -> dict:
-        items = read_items(gen.path / "items.parquet")
         job = RenderJob(roots=roots, out=d, spec=recipe.render, generated_dir=gen.path)
-        rendered, bad, problems = render_items(items, job, progress=progress, executor=executor)
-        write_items(rendered, d / "items.parquet")
+        bad: list[dict] = []
+        problems: list[str] = []
+        n_items = n_rendered = 0
+        bar = tqdm(
+            total=gen.stats["items"], desc="render", unit="item", disable=not progress, leave=False
+        )
+        with ItemWriter(d / "items.parquet") as writer:
+            # a window of items at a time: chunks of it run in parallel, none holds them all
+            for window in _windows(iter_items(gen.path / "items.parquet"), RENDER_WINDOW):
+                rendered, w_bad, w_problems = render_items(
+                    window, job, progress=False, executor=executor
+                )
+                for item in rendered:
+                    writer.add(item)
+                n_items += len(rendered)
+                n_rendered += sum(1 for i in rendered if i.images[0].startswith("render://"))
+                bad += w_bad
+                problems += w_problems
+                bar.update(len(window))
+        bar.close()
         (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
         (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")
         return {
-            "items": len(rendered),
+            "items": n_items,
             "quarantined": len(bad),
             "alignment_problems": len(problems),
-            "rendered": sum(1 for i in rendered if i.images[0].startswith("render://")),
+            "rendered": n_rendered,
         }
 
     ren = run_stage(

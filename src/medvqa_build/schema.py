@@ -231,6 +231,28 @@ class SampleWriter(TableWriter):
 BATCH_ROWS = 4096
 
 
+class ItemWriter(TableWriter):
+    """Streams items into a Parquet file of :data:`ITEM_SCHEMA`, :data:`BATCH_ROWS` at a time."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(path, ITEM_SCHEMA)
+        self._pending: list[Item] = []
+
+    def add(self, item: Item) -> None:
+        self._pending.append(item)
+        if len(self._pending) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        self.write_table(items_to_table(self._pending))
+        self._pending.clear()
+
+    def __exit__(self, exc_type, *rest) -> None:
+        if exc_type is None:
+            self.flush()
+        super().__exit__(exc_type, *rest)
+
+
 def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
     with SampleWriter(path) as writer:
         for start in range(0, len(samples), BATCH_ROWS):
