@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,8 @@ class ScanContext:
     shard_index: int = 0
     shard_count: int = 1
     candidates_seen: int = field(default=0, init=False, repr=False)
+    # folders below root found free of symbolic links during this scan (see contained_path)
+    _link_free: set[str] = field(default_factory=set, init=False, repr=False)
 
     def defer(self, fn, *args, **kwargs):
         """Do one candidate's work (``fn(*args)`` -> Sample or QuarantineEntry) here, or return
@@ -76,7 +79,7 @@ class ScanContext:
         ``..`` or names a symbolic link whose target lies outside the root raises
         :class:`ImageProblem` (so the row is quarantined with that reason).
         """
-        return contained_path(self.root, rel)
+        return contained_path(self.root, rel, self._link_free)
 
     def sample_id(self, key: str) -> str:
         return f"{self.source}:{key}"
@@ -147,32 +150,93 @@ def make_layout(name: str, options: dict[str, Any], where: str) -> Layout:
     return cls(opts)
 
 
-def contained_path(root: Path, rel: str | Path) -> Path:
+def contained_path(root: Path, rel: str | Path, link_free: set[str] | None = None) -> Path:
     """``root / rel``, or :class:`ImageProblem` when that would leave ``root`` (see
-    :meth:`ScanContext.safe_path`)."""
+    :meth:`ScanContext.safe_path`).
+
+    ``link_free`` (one set per scan of one root) remembers the folders found free of symbolic
+    links, so a scan checks each folder once and then only each file (one ``lstat``).
+    """
+    problem, norm = _containment(root, rel, link_free)
+    if problem is not None:
+        raise ImageProblem(problem)
+    return root / norm
+
+
+def path_problem(root: Path, rel: str | Path, link_free: set[str] | None = None) -> str | None:
+    """Why :func:`contained_path` would refuse ``rel`` (its message), or None; no Path is
+    built, so a check of every sample's file costs one ``lstat`` with ``link_free``."""
+    return _containment(root, rel, link_free)[0]
+
+
+def _containment(root: Path, rel: str | Path, link_free: set[str] | None) -> tuple[str | None, str]:
     text = str(rel).replace("\\", "/")
-    if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
-        raise ImageProblem(f"path {text!r} is absolute; expected a path inside the source root")
+    if text.startswith("/") or _DRIVE.match(text):
+        return f"path {text!r} is absolute; expected a path inside the source root", text
     norm = posixpath.normpath(text)
     if norm == ".." or norm.startswith("../"):
-        raise ImageProblem(f"path {text!r} leaves the source root through '..'; refused")
-    path = root / norm
+        return f"path {text!r} leaves the source root through '..'; refused", norm
+    if not _has_link_below(str(root), norm, link_free):
+        # no symbolic link between root and the file: ``root / norm`` resolves to
+        # ``resolve(root) / norm``, inside the root (a missing part ends the walk, as it
+        # ends resolve's)
+        return None, norm
     try:
-        real = path.resolve()
+        real = (root / norm).resolve()
         real_root = root.resolve()
     except (OSError, RuntimeError):
-        raise ImageProblem(f"path {text!r} is a symbolic link loop") from None
+        return f"path {text!r} is a symbolic link loop", norm
     if not real.is_relative_to(real_root):
-        raise ImageProblem(f"path {text!r} is a symbolic link to a file outside the source root")
-    return path
+        return f"path {text!r} is a symbolic link to a file outside the source root", norm
+    return None, norm
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _has_link_below(root: str, norm: str, link_free: set[str] | None = None) -> bool:
+    """Whether any part of ``root/norm`` below ``root`` is a symbolic link (one ``lstat`` per
+    part not yet in ``link_free``; the full ``resolve`` is needed only when one is)."""
+    if norm == ".":
+        return False
+    folder, _, name = norm.rpartition("/")
+    if folder and link_free is not None and folder in link_free:
+        parts, current = [name], os.path.join(root, folder)
+    else:
+        parts, current = norm.split("/"), root
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return False  # missing (or not a folder): nothing below it can be a link
+        if stat.S_ISLNK(mode):
+            return True
+    if folder and link_free is not None:
+        link_free.add(folder)  # every part of it was looked at: none is a link
+    return False
 
 
 def sorted_files(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[Path]:
     """Files under ``folder`` (recursive) with one of ``extensions``, in a stable order."""
-    out = []
+    return [Path(dirpath) / name for dirpath, name in walk_files(folder, extensions)]
+
+
+def walk_files(
+    folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS
+) -> Iterator[tuple[str, str]]:
+    """:func:`sorted_files` as ``(folder path, file name)`` strings, same order: a layout that
+    scans a million files need not build a :class:`~pathlib.Path` for each."""
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames.sort()
         for name in sorted(filenames):
             if name.lower().endswith(extensions) and not name.startswith("."):
-                out.append(Path(dirpath) / name)
-    return out
+                yield dirpath, name
+
+
+def without_suffix(rel: str) -> str:
+    """``Path(rel).with_suffix("").as_posix()`` for a normalised posix ``rel`` (the sample key
+    of an image path), without building a Path."""
+    slash = rel.rfind("/") + 1
+    dot = rel.rfind(".", slash)
+    return rel[:dot] if slash < dot < len(rel) - 1 else rel

@@ -8,6 +8,7 @@ An optional ``split_table`` joins a separate file-name -> split CSV (HyperKvasir
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,15 @@ from ..errors import SourceError
 from ..media.image import ImageProblem, check_image
 from ..quarantine import QuarantineEntry
 from ..records import Sample
-from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .base import (
+    IMAGE_EXTENSIONS,
+    LAYOUTS,
+    LabelProblem,
+    LayoutOptions,
+    ScanContext,
+    walk_files,
+    without_suffix,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,15 +100,22 @@ class ClassFolders:
         depth = len(self.o.parent_attributes) + 1
         splits = read_split_table(ctx, self.o.split_table) if self.o.split_table else None
         seen: set[str] = set()
-        for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
-            seen.add(path.name)
-            yield ctx.defer(self._sample, ctx, base, path, depth, splits)
+        folder = None
+        for dirpath, name in walk_files(base, tuple(e.lower() for e in self.o.extensions)):
+            if dirpath != folder:  # per folder, not per file: its path below root and base
+                folder = dirpath
+                prefix = Path(dirpath).relative_to(ctx.root).as_posix() + "/"
+                prefix = "" if prefix == "./" else prefix
+                folders = Path(dirpath).relative_to(base).parts
+            seen.add(name)
+            yield ctx.defer(self._sample, ctx, dirpath, prefix, folders, name, depth, splits)
         if splits:
             _log_unmatched(ctx, self.o.split_table, sorted(set(splits) - seen))
 
-    def _sample(self, ctx: ScanContext, base, path, depth: int, splits) -> Sample | QuarantineEntry:
-        rel = ctx.rel(path)
-        folders = path.relative_to(base).parts[:-1]
+    def _sample(
+        self, ctx: ScanContext, dirpath: str, prefix: str, folders, name: str, depth: int, splits
+    ) -> Sample | QuarantineEntry:
+        rel = prefix + name
         if len(folders) != depth:
             return ctx.quarantine(
                 rel,
@@ -107,12 +123,12 @@ class ClassFolders:
                 f"found {len(folders)}",
             )
         try:
-            width, height = check_image(path, ctx.verify)
+            width, height = check_image(os.path.join(dirpath, name), ctx.verify)
             label = ctx.canonical(folders[-1])
-            split = self._split(splits, path.name, folders[-1])
+            split = self._split(splits, name, folders[-1])
         except (ImageProblem, LabelProblem) as exc:
             return ctx.quarantine(rel, str(exc))
-        key = path.relative_to(ctx.root).with_suffix("").as_posix()
+        key = without_suffix(rel)
         return Sample(
             sample_id=ctx.sample_id(key),
             source=ctx.source,

@@ -138,7 +138,8 @@ class ImageMaskPairs:
             ctx.root / folders.masks_dir / sub / n.format(stem=path.stem, ext=path.suffix)
             for n in names
         ]
-        mask_file = next((c for c in candidates if c.is_file()), candidates[0])
+        found = next((c for c in candidates if c.is_file()), None)  # one stat per candidate
+        mask_file = found if found is not None else candidates[0]
         key = path.relative_to(ctx.root).with_suffix("").as_posix()
         attributes = dict(o.attributes)
         raw_label = o.region_label
@@ -148,7 +149,7 @@ class ImageMaskPairs:
                 raw_label = label_for(labels, folders.labels, path.relative_to(base))
             label = ctx.canonical(raw_label)
             regions: tuple[Region, ...] = ()
-            if mask_file.is_file():
+            if found is not None:
                 regions = self._mask_regions(ctx, mask_file, label, width, height)
             elif o.mask_required:
                 raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")

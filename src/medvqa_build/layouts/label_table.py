@@ -12,7 +12,7 @@ from ..errors import SourceError
 from ..media.image import ImageProblem, check_image
 from ..quarantine import QuarantineEntry
 from ..records import Sample
-from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext, walk_files, without_suffix
 from .masks import MaskOptions, mask_path_for, regions_from_mask
 
 
@@ -64,8 +64,13 @@ class LabelTable:
             listed.add(rel)
             yield ctx.defer(self._sample, ctx, rel, row)
         if o.report_unlisted:
-            for path in sorted_files(image_root):
-                rel = ctx.rel(path)
+            folder = None
+            for dirpath, name in walk_files(image_root):
+                if dirpath != folder:
+                    folder = dirpath
+                    prefix = Path(dirpath).relative_to(ctx.root).as_posix() + "/"
+                    prefix = "" if prefix == "./" else prefix
+                rel = prefix + name
                 if rel not in listed:
                     yield ctx.defer(ctx.quarantine, rel, f"image not listed in {o.table}")
 
@@ -88,7 +93,7 @@ class LabelTable:
                     raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
         except (ImageProblem, LabelProblem) as exc:
             return ctx.quarantine(rel, str(exc))
-        key = Path(rel).with_suffix("").as_posix()
+        key = without_suffix(rel)
         return Sample(
             sample_id=ctx.sample_id(key),
             source=ctx.source,

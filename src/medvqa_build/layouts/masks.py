@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cv2
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..geometry import components_with_boxes, rle_encode
 from ..media.image import ImageProblem, load_mask
 from ..records import MaskRef, Region
 
@@ -41,11 +41,70 @@ def regions_from_mask(
             f"mask {mask_file.name} is {mask.shape[1]}x{mask.shape[0]}, image is {width}x{height}"
         )
     # JPEG-compressed masks carry noise around 0/255: threshold at half range.
-    binary = mask > (127 if mask.max() > 1 else 0)
+    return component_regions(mask, 127 if mask.max() > 1 else 0, label, min_area_px)
+
+
+def component_regions(
+    mask: np.ndarray, threshold: int, label: str, min_area_px: int
+) -> tuple[Region, ...]:
+    """Regions of the connected components (8-connectivity) of ``mask > threshold`` with at
+    least ``min_area_px`` pixels, largest first (ties by box): exactly what
+    :func:`~medvqa_build.geometry.components_with_boxes` and
+    :func:`~medvqa_build.geometry.rle_encode` give, at a fraction of the cost.
+
+    The work is done on the transposed mask, whose row-major order is the column-major order
+    of COCO RLE: OpenCV labels its components (the mask's, mirrored), one pass finds the runs
+    of equal labels, and each component's area, box and RLE come from its runs alone."""
+    if mask.dtype == np.uint8 and mask.flags.c_contiguous:
+        binary_t = cv2.threshold(cv2.transpose(mask), threshold, 1, cv2.THRESH_BINARY)[1]
+    else:
+        binary_t = np.greater(mask.T, threshold, order="C").view(np.uint8)
+    width, height = binary_t.shape  # a row of the transpose is a column of the mask
+    # at most ceil(h/2) * ceil(w/2) components (8-connected ones cannot be closer)
+    small = ((width + 1) // 2) * ((height + 1) // 2) < 65535
+    n, labels_t = cv2.connectedComponents(
+        binary_t, connectivity=8, ltype=cv2.CV_16U if small else cv2.CV_32S
+    )
+    if n < 2:
+        return ()
+    flat = (binary_t if n == 2 else labels_t).reshape(-1)
+    size = flat.size
+    change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    starts = np.concatenate(([0], change))
+    ends = np.concatenate((change, [size]))
+    run_labels = flat[starts].astype(np.intp)
+    foreground = run_labels != 0
+    starts, ends, run_labels = starts[foreground], ends[foreground], run_labels[foreground]
+    order = np.argsort(run_labels, kind="stable")  # by label, in scan order within one
+    starts, ends, run_labels = starts[order], ends[order], run_labels[order]
+    first = np.flatnonzero(np.diff(run_labels, prepend=-1))  # each label's first run
+    areas = np.add.reduceat(ends - starts, first)
+    kept = []  # (-area, (row0, col0, row1, col1) of the mask, first run, end of runs)
+    bounds = [*first.tolist(), len(run_labels)]
+    for i, area in enumerate(areas.tolist()):
+        if area < min_area_px:
+            continue
+        s, e = starts[bounds[i] : bounds[i + 1]], ends[bounds[i] : bounds[i + 1]] - 1
+        col_s, col_e = s // height, e // height
+        within = col_s == col_e  # runs inside one column; any other spans whole columns
+        if within.all():
+            r0, r1 = int((s % height).min()), int((e % height).max()) + 1
+        else:
+            r0, r1 = 0, height
+        box = (r0, int(col_s[0]), r1, int(col_e[-1]) + 1)
+        kept.append((-area, box, bounds[i], bounds[i + 1]))
+    kept.sort()
     regions = []
-    for component, box in components_with_boxes(binary, min_area_px=min_area_px):
-        size_hw, counts = rle_encode(component)
-        regions.append(Region(label=label, bbox=box, mask=MaskRef(size_hw=size_hw, counts=counts)))
+    for _, (r0, c0, r1, c1), lo, hi in kept:
+        s, e = starts[lo:hi], ends[lo:hi]
+        counts = np.empty(2 * len(s) + (e[-1] < size), dtype=np.intp)
+        counts[0 : 2 * len(s) : 2] = s - np.concatenate(([0], e[:-1]))  # zeros before a run
+        counts[1 : 2 * len(s) : 2] = e - s
+        if e[-1] < size:
+            counts[-1] = size - e[-1]
+        mask_ref = MaskRef(size_hw=(height, width), counts=tuple(counts.tolist()))
+        box = (float(c0), float(r0), float(c1), float(r1))
+        regions.append(Region(label=label, bbox=box, mask=mask_ref))
     return tuple(regions)
 
 
