@@ -23,8 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from .layouts.base import contained_path
-from .media.image import ImageProblem
+from .layouts.base import path_problem
 from .quarantine import QuarantineEntry, write_quarantine
 from .records import Sample
 from .schema import (
@@ -68,23 +67,15 @@ class ConvertResult:
         return samples_to_table(self.samples).to_pandas()
 
 
-def _escapes(root: Path, rel: str) -> str | None:
-    """Why a sample's file would leave the source root (a symbolic link to a file outside,
-    an absolute path, a ``..``), or None: whatever the layout, no build reads outside it."""
-    try:
-        contained_path(root, rel)
-    except ImageProblem as exc:
-        return str(exc)
-    return None
-
-
 def _checked_entries(
     source_id: str, root: Path, verify: str, shard: tuple[int, int]
 ) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
-    """``(part, index, entry)`` of one shard; a sample whose file leaves the root becomes a
-    quarantine entry here, so every shard applies the same rule."""
+    """``(part, index, entry)`` of one shard; a sample whose file would leave the source root
+    (a symbolic link to a file outside, an absolute path, a ``..``) becomes a quarantine entry
+    here, whatever the layout, so no build reads outside the root."""
+    link_free: set[str] = set()  # folders already seen to hold no symbolic link
     for part, index, entry in get_source(source_id).scan_indexed(root, verify, shard=shard):
-        if isinstance(entry, Sample) and (why := _escapes(root, entry.image)) is not None:
+        if isinstance(entry, Sample) and (why := path_problem(root, entry.image, link_free)):
             entry = QuarantineEntry(entry.image, why, source_id)
         yield part, index, entry
 

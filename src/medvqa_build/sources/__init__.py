@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -106,8 +106,8 @@ class Source:
                     # the first label the manifest maps to a scene decides it
                     scenes = self.manifest.scene_map
                     scene = next((scenes[lab] for lab in entry.labels if lab in scenes), None)
-                    if scene is not None:
-                        entry = replace(entry, scene=scene)
+                    if scene is not None:  # the entry was just built: set, not copy
+                        object.__setattr__(entry, "scene", scene)
                 yield part_no, index, entry
 
 
