@@ -56,20 +56,33 @@ def _table(items: Sequence[Item], resolve: Callable[[str], Path], meta: bytes) -
     return table.replace_schema_metadata({b"huggingface": meta})
 
 
-def _write_parquet(table: pa.Table, path: Path) -> None:
+def _write_shard(
+    items: Sequence[Item], resolve: Callable[[str], Path], meta: bytes, path: Path
+) -> int:
+    """Write one shard a row group at a time (only ``ROW_GROUP_ROWS`` items' images are in
+    memory at once); returns the Arrow size of its rows (the card's ``num_bytes``)."""
     tmp = atomic_path(path)
+    nbytes = 0
     try:
-        pq.write_table(
-            table,
-            tmp,
-            compression="zstd",
-            write_statistics=True,
-            use_dictionary=True,
-            row_group_size=ROW_GROUP_ROWS,
-        )
+        writer = None
+        for start in range(0, len(items), ROW_GROUP_ROWS):
+            table = _table(items[start : start + ROW_GROUP_ROWS], resolve, meta)
+            if writer is None:
+                writer = pq.ParquetWriter(
+                    tmp,
+                    table.schema,
+                    compression="zstd",
+                    write_statistics=True,
+                    use_dictionary=True,
+                )
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            nbytes += table.nbytes
+        if writer is not None:
+            writer.close()
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    return nbytes
 
 
 def _shards(
@@ -121,9 +134,7 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
             num_bytes = 0
             for k, shard in enumerate(shards):
                 rel = f"data/{config}/{split}-{k:05d}-of-{len(shards):05d}.parquet"
-                table = _table(shard, ctx.resolve, meta)
-                _write_parquet(table, out / rel)
-                num_bytes += table.nbytes
+                num_bytes += _write_shard(shard, ctx.resolve, meta, out / rel)
                 download += (out / rel).stat().st_size
                 files.append(rel)
             dataset += num_bytes

@@ -19,8 +19,8 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import io
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from ..errors import UsageError
 from ..media.dicom import is_dicom
 from ..media.load import export_image_bytes
 from ..records import Item
+from ..schema import atomic_path
 from .base import EXPORTERS, ExportContext
 from .common import LETTERS, answer_letters, check_export_name, is_mcq, require_items, write_bytes
 from .tsv_text import encode_column
@@ -74,43 +75,68 @@ def export_suffix(path: Path) -> str:
 
 
 class _Images:
-    """Base64 of each image file, computed once."""
+    """Base64 length and content digest of each image file, kept once per reference; the
+    base64 text itself is made again row by row when the part is written, so an export
+    never holds all its images in memory."""
 
     def __init__(self, resolve):
         self.resolve = resolve
-        self._b64: dict[str, tuple[str, str]] = {}
+        self._info: dict[str, tuple[int, str]] = {}
 
-    def get(self, ref: str) -> tuple[str, str]:
-        """``(base64, content digest)``."""
-        if ref not in self._b64:
-            data = export_image_bytes(self.resolve(ref))[0]  # DICOM: pixels only, never its header
-            self._b64[ref] = (
-                base64.b64encode(data).decode("ascii"),
-                hashlib.sha256(data).hexdigest(),
-            )
-        return self._b64[ref]
+    def _bytes(self, ref: str) -> bytes:
+        return export_image_bytes(self.resolve(ref))[0]  # DICOM: pixels only, never its header
+
+    def info(self, ref: str) -> tuple[int, str]:
+        """``(length of the base64 text, content digest)``."""
+        if ref not in self._info:
+            data = self._bytes(ref)
+            self._info[ref] = (4 * ((len(data) + 2) // 3), hashlib.sha256(data).hexdigest())
+        return self._info[ref]
+
+    def b64(self, ref: str) -> str:
+        return base64.b64encode(self._bytes(ref)).decode("ascii")
+
+
+class _Md5File:
+    """A text file written atomically in UTF-8 while its MD5 is computed."""
+
+    def __init__(self, path: Path):
+        self.path, self.tmp = path, atomic_path(path)
+        # closed by close() (or by the caller on error): the file outlives this block
+        self.fh = open(self.tmp, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        self.md5 = hashlib.md5()
+
+    def write(self, text: str) -> int:
+        self.md5.update(text.encode("utf-8"))
+        return self.fh.write(text)
+
+    def close(self) -> str:
+        self.fh.close()
+        os.replace(self.tmp, self.path)
+        return self.md5.hexdigest()
 
 
 def _write_part(
-    rows: list[_Row], images: _Images, ctx: ExportContext, n_opt: int
-) -> tuple[bytes, int]:
+    rows: list[_Row], images: _Images, ctx: ExportContext, n_opt: int, path: Path
+) -> tuple[str, int]:
+    """Write one TSV part row by row; ``(md5 of the file, cells quoted for pandas)``."""
     name = ctx.name
     first_row: dict[str, int] = {}  # content digest -> index of the row holding the base64
-    image_cells, path_cells = [], []
+    image_cells: list[str | None] = []  # None: the row's own base64, made when written
+    path_cells = []
     for row in rows:
         refs = row.item.images
         suffixes = [export_suffix(ctx.resolve(r)) for r in refs]
-        encoded = [images.get(r) for r in refs]
         if len(refs) == 1:
-            b64, digest = encoded[0]
+            digest = images.info(refs[0])[1]
             if digest in first_row:
                 image_cells.append(str(first_row[digest]))
             else:
                 first_row[digest] = row.index
-                image_cells.append(b64)
+                image_cells.append(None)
             path_cells.append(f"{name}_{row.index}{suffixes[0]}")
         else:
-            image_cells.append(repr([b for b, _ in encoded]))
+            image_cells.append(None)
             path_cells.append(repr([f"{name}_{row.index}_{k}{s}" for k, s in enumerate(suffixes)]))
     columns = {
         letter: encode_column([r.options[k] if k < len(r.options) else None for r in rows])
@@ -139,42 +165,53 @@ def _write_part(
         for r, cell in zip(rows, columns[letter], strict=True)
         if k < len(r.options) and cell != r.options[k]
     )
-    buf = io.StringIO()
-    writer = csv.writer(buf, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow(
-        [
-            "index",
-            "image",
-            "image_path",
-            "question",
-            *LETTERS[:n_opt],
-            "answer",
-            "category",
-            "l2-category",
-            "task",
-            "subtask",
-            "scene",
-            "dataset",
-            "gt",
-        ]
-    )
-    for j, row in enumerate(rows):
+    out = _Md5File(path)
+    try:
+        writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
         writer.writerow(
             [
-                row.index,
-                image_cells[j],
-                path_cells[j],
-                encoded_text["question"][j],
-                *(columns[letter][j] for letter in LETTERS[:n_opt]),
-                row.answer,
-                *(encoded_text[c][j] for c in TEXT_COLUMNS[1:]),
+                "index",
+                "image",
+                "image_path",
+                "question",
+                *LETTERS[:n_opt],
+                "answer",
+                "category",
+                "l2-category",
+                "task",
+                "subtask",
+                "scene",
+                "dataset",
+                "gt",
             ]
         )
-    return buf.getvalue().encode("utf-8"), rewritten
+        for j, row in enumerate(rows):
+            refs = row.item.images
+            image = image_cells[j]
+            if image is None:
+                image = (
+                    images.b64(refs[0]) if len(refs) == 1 else repr([images.b64(r) for r in refs])
+                )
+            writer.writerow(
+                [
+                    row.index,
+                    image,
+                    path_cells[j],
+                    encoded_text["question"][j],
+                    *(columns[letter][j] for letter in LETTERS[:n_opt]),
+                    row.answer,
+                    *(encoded_text[c][j] for c in TEXT_COLUMNS[1:]),
+                ]
+            )
+    except BaseException:
+        out.fh.close()
+        out.tmp.unlink(missing_ok=True)
+        raise
+    return out.close(), rewritten
 
 
 def _row_bytes(row: _Row, images: _Images) -> int:
-    return sum(len(images.get(r)[0]) for r in row.item.images) + 4 * len(row.item.question) + 1024
+    return sum(images.info(r)[0] for r in row.item.images) + 4 * len(row.item.question) + 1024
 
 
 @EXPORTERS.register("vlmeval")
@@ -207,11 +244,9 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
     for k, rows in enumerate(parts, start=1):
         if circular:  # originals first, then each rotation, as VLMEvalKit's circular TSVs are
             rows = sorted(rows, key=lambda r: (r.index // CIRCULAR_STEP, r.index))
-        data, n = _write_part(rows, images, ctx, n_opt)
-        rewritten += n
         fname = f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
-        write_bytes(out / fname, data)
-        md5[fname] = hashlib.md5(data).hexdigest()
+        md5[fname], n = _write_part(rows, images, ctx, n_opt, out / fname)
+        rewritten += n
     write_bytes(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
     if rewritten:
         log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
