@@ -46,10 +46,8 @@ def _round_robin(cands: list[Candidate], rng) -> list[Candidate]:
         group = by_truth[truth]
         queues.append([group[i] for i in rng.permutation(len(group))])
     order = []
-    while any(queues):
-        for q in queues:
-            if q:
-                order.append(q.pop(0))
+    for depth in range(max((len(q) for q in queues), default=0)):
+        order += [q[depth] for q in queues if depth < len(q)]
     return order
 
 

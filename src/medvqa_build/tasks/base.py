@@ -31,7 +31,7 @@ class ItemProblem(Exception):
     """A candidate that cannot become a valid item (reported as dropped, with this reason)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One possible item: the sample, the true answer text and, for region tasks, the region.
 
