@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
+import cv2
 import numpy as np
 from skimage import measure
 
@@ -19,10 +21,27 @@ BoxXYXY = tuple[float, float, float, float]
 
 def mask_to_xyxy(mask: np.ndarray) -> BoxXYXY | None:
     """Tight box around the non-zero pixels (x2/y2 exclusive); ``None`` for an empty mask."""
+    rect = _nonzero_rect(mask)
+    if rect is not None:
+        x, y, w, h = rect
+        return None if w == 0 else (float(x), float(y), float(x + w), float(y + h))
     ys, xs = np.nonzero(mask)
     if xs.size == 0:
         return None
     return (float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1))
+
+
+def _nonzero_rect(mask) -> tuple[int, int, int, int] | None:
+    """``(x, y, w, h)`` of the non-zero pixels of a 2-D bool/uint8 array with C-ordered rows,
+    by cv2 (one pass, no index arrays; ``w == 0`` when empty); ``None`` for other arrays."""
+    if not isinstance(mask, np.ndarray) or mask.ndim != 2 or mask.dtype not in _U8_LIKE:
+        return None
+    if mask.size == 0 or mask.strides[1] != 1 or mask.strides[0] < mask.shape[1]:
+        return None
+    return cv2.boundingRect(mask.view(np.uint8))
+
+
+_U8_LIKE = (np.dtype(bool), np.dtype(np.uint8))
 
 
 def mask_components(mask: np.ndarray, min_area_px: int = 1) -> list[np.ndarray]:
@@ -46,38 +65,220 @@ def components_with_boxes(
 
 
 def mask_to_contours(mask: np.ndarray) -> list[np.ndarray]:
-    """Outlines of a mask as (N, 2) arrays of (x, y) pixel centres, via skimage."""
-    padded = np.pad(mask > 0, 1).astype(np.uint8)
-    contours = measure.find_contours(padded, 0.5)
-    return [np.stack([c[:, 1] - 1, c[:, 0] - 1], axis=1) for c in contours]
+    """Outlines of a mask as (N, 2) arrays of (x, y) pixel centres, closed (last = first).
+
+    Exactly ``skimage.measure.find_contours`` at level 0.5 on the zero-padded mask (same
+    vertices, order, start points and contour order; foreground 4-connected, holes included),
+    computed by :func:`_marching_squares` on the mask's bounding crop only.
+    """
+    binary = np.asarray(mask)
+    if binary.dtype != bool:
+        binary = binary > 0
+    if binary.ndim != 2:
+        padded = np.pad(binary, 1).astype(np.uint8)
+        contours = measure.find_contours(padded, 0.5)
+        return [np.stack([c[:, 1] - 1, c[:, 0] - 1], axis=1) for c in contours]
+    rect = _nonzero_rect(binary)
+    if rect is None:  # rows not laid out for cv2 (transposed, reversed): copy them
+        binary = np.array(binary, order="C")
+        rect = _nonzero_rect(binary)
+    if rect is None or rect[2] == 0:
+        return []
+    x, y, w, h = rect
+    return crop_contours(binary[y : y + h, x : x + w], x, y)
+
+
+def crop_contours(crop: np.ndarray, x0: int, y0: int) -> list[np.ndarray]:
+    """:func:`mask_to_contours` of a mask that is False outside ``crop`` (bool), whose
+    top-left pixel sits at ``(x0, y0)``."""
+    h, w = crop.shape
+    padded = np.zeros((h + 2, w + 2), bool)
+    padded[1:-1, 1:-1] = crop
+    return _marching_squares(padded, x0 - 1, y0 - 1)
+
+
+# Marching-squares segments (from, to) per square case, as skimage's _get_contour_segments
+# emits them at level 0.5 with vertex_connect_high=False (case bits: 1 ul, 2 ur, 4 ll, 8 lr).
+# Vertices: T(op), B(ottom) = horizontal edge midpoints, L(eft), R(ight) = vertical ones.
+_SEGMENTS = {
+    1: [("T", "L")],
+    2: [("R", "T")],
+    3: [("R", "L")],
+    4: [("L", "B")],
+    5: [("T", "B")],
+    6: [("R", "T"), ("L", "B")],
+    7: [("R", "B")],
+    8: [("B", "R")],
+    9: [("T", "L"), ("B", "R")],
+    10: [("B", "T")],
+    11: [("B", "L")],
+    12: [("L", "R")],
+    13: [("T", "R")],
+    14: [("L", "T")],
+}
+
+
+@lru_cache(maxsize=256)
+def _segment_tables(width: int) -> tuple[np.ndarray, ...]:
+    """Vertex-id offsets from a square's base id ``2 * (r * width + c)`` for its first and
+    second segment: even ids are horizontal edge midpoints ``(r, c + 0.5)``, odd ids vertical
+    edge midpoints ``(r + 0.5, c)``."""
+    offset = {"T": 0, "L": 1, "R": 3, "B": 2 * width}
+    tables = np.zeros((4, 16), np.int64)
+    for case, segments in _SEGMENTS.items():
+        for k, (a, b) in enumerate(segments):
+            tables[2 * k, case], tables[2 * k + 1, case] = offset[a], offset[b]
+    tables.flags.writeable = False
+    return tuple(tables)
+
+
+def _marching_squares(padded: np.ndarray, x_off: int = 0, y_off: int = 0) -> list[np.ndarray]:
+    """``find_contours(padded, 0.5)`` of a bool array whose border is all False, as closed
+    ``(col + x_off, row + y_off)`` outlines.
+
+    skimage joins the segments in scan order, so a closed outline lists its segments in chain
+    order starting at the end point of its last segment in scan order, and outlines come in
+    scan order of their first segment; both are reproduced here (the chains are followed in
+    Python: one list step per outline vertex).
+    """
+    rows, width = padded.shape
+    u8 = padded.view(np.uint8)
+    case = u8[:-1, :-1] | (u8[:-1, 1:] << 1) | (u8[1:, :-1] << 2) | (u8[1:, 1:] << 3)
+    sr, sc = np.nonzero((case - 1) < 14)  # cases 1..14 (uint8: 0 wraps to 255)
+    if sr.size == 0:
+        return []
+    cases = case[sr, sc]
+    base = 2 * (sr.astype(np.int64) * width + sc)
+    f1, t1, f2, t2 = _segment_tables(width)
+    frm, to = base + f1[cases], base + t1[cases]
+    two = np.flatnonzero((cases == 6) | (cases == 9))  # saddles: a second segment each
+    if two.size:
+        at = np.arange(sr.size + two.size)
+        first = np.delete(at, two + np.arange(1, two.size + 1))  # each square's first segment
+        second = first[two] + 1
+        frm, to = np.empty_like(at), np.empty_like(at)
+        frm[first], to[first] = base + f1[cases], base + t1[cases]
+        frm[second], to[second] = base[two] + f2[cases[two]], base[two] + t2[cases[two]]
+    n = frm.size
+    where = np.empty(2 * rows * width, np.int64)
+    where[frm] = np.arange(n)
+    nxt = where[to].tolist()  # the segment starting where each one ends
+    seen = bytearray(n)
+    orders = []
+    for start in range(n):  # in scan order: outlines come out ordered by their first segment
+        if seen[start]:
+            continue
+        chain = [start]
+        add = chain.append
+        s = nxt[start]
+        while s != start:
+            add(s)
+            s = nxt[s]
+        for s in chain:
+            seen[s] = 1
+        j = chain.index(max(chain)) + 1  # the last segment in scan order closes the outline
+        order = chain[j:] + chain[:j]
+        order.append(order[0])
+        orders.append(order)
+    ids = frm[orders[0] if len(orders) == 1 else np.concatenate(orders)]
+    half = (ids & 1) * 0.5  # odd id: vertical edge, (row + 0.5, col); even: (row, col + 0.5)
+    cell = ids >> 1
+    points = np.empty((ids.size, 2))
+    points[:, 0] = cell % width + (0.5 - half) + x_off
+    points[:, 1] = cell // width + half + y_off
+    if len(orders) == 1:
+        return [points]
+    return np.split(points, np.cumsum([len(o) for o in orders])[:-1])
 
 
 def rle_encode(mask: np.ndarray) -> tuple[tuple[int, int], tuple[int, ...]]:
     """COCO uncompressed RLE of a binary mask: ``(size_hw, counts)``.
 
     Runs are counted over the column-major (Fortran) order, starting with a run of zeros
-    (possibly empty), exactly as pycocotools does.
+    (possibly empty), exactly as pycocotools does. Only the columns between the first and
+    last non-zero pixel are scanned (the rest are whole zero runs).
     """
     h, w = (int(v) for v in mask.shape[:2])
-    flat = (np.ascontiguousarray(np.asarray(mask).T).reshape(-1) != 0).view(np.uint8)
+    rect = _nonzero_rect(mask)
+    if rect is not None and rect[2] == 0:
+        return (h, w), (h * w,)
+    x0, x1 = (rect[0], rect[0] + rect[2]) if rect is not None else (0, w)
+    block = np.asarray(mask)[:, x0:x1]
+    if rect is not None:
+        flat = cv2.transpose(block.view(np.uint8)).reshape(-1)
+        flat = flat != 0
+    else:
+        flat = np.ascontiguousarray(block.T).reshape(-1) != 0
     if flat.size == 0:
         return (h, w), ()
+    flat = flat.view(np.uint8)
     change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
     counts = np.diff(np.concatenate(([0], change, [flat.size])))
     if flat[0]:
         counts = np.concatenate(([0], counts))
-    return (h, w), tuple(counts.tolist())
+    counts = counts.tolist()
+    if x0:
+        counts[0] += x0 * h
+    if x1 < w:
+        if len(counts) % 2:  # ends on a run of zeros
+            counts[-1] += (w - x1) * h
+        else:
+            counts.append((w - x1) * h)
+    return (h, w), tuple(counts)
 
 
 def rle_decode(size_hw: Sequence[int], counts: Sequence[int]) -> np.ndarray:
-    """Inverse of :func:`rle_encode`."""
+    """Inverse of :func:`rle_encode`: a C-ordered bool ``(h, w)`` array."""
     h, w = int(size_hw[0]), int(size_hw[1])
-    if sum(counts) != h * w:
-        raise ValueError(f"RLE counts sum to {sum(counts)}, expected {h * w} for size {h}x{w}")
-    values = np.zeros(len(counts), dtype=np.uint8)
+    box, crop = rle_decode_box(size_hw, counts)
+    mask = np.zeros((h, w), bool)
+    if box is not None:
+        x0, y0, x1, y1 = box
+        mask[y0:y1, x0:x1] = crop
+    return mask
+
+
+def rle_decode_box(
+    size_hw: Sequence[int], counts: Sequence[int]
+) -> tuple[tuple[int, int, int, int] | None, np.ndarray]:
+    """The tight box ``(x0, y0, x1, y1)`` (x1/y1 exclusive) of an RLE mask's pixels and the
+    mask cropped to it (C-ordered bool), without building the whole mask; ``(None, empty)``
+    for an empty mask. Raises ValueError as :func:`rle_decode` does."""
+    h, w = int(size_hw[0]), int(size_hw[1])
+    runs = np.asarray(counts, dtype=np.int64).reshape(-1)
+    total = int(runs.sum())
+    if total != h * w:
+        raise ValueError(f"RLE counts sum to {total}, expected {h * w} for size {h}x{w}")
+    if runs.size and runs.min() < 0:
+        np.repeat(np.zeros(runs.size, np.uint8), runs)  # raises numpy's own ValueError
+    ones = np.flatnonzero(runs[1::2])  # the non-empty runs of ones, as k of runs[2k + 1]
+    if ones.size == 0:
+        return None, np.zeros((0, 0), bool)
+    ends = np.cumsum(runs)  # each run's end (exclusive) in column-major order
+    i0, i1 = 2 * int(ones[0]), 2 * int(ones[-1]) + 1  # zero run before the first, last ones run
+    c0 = int(ends[i0]) // h
+    c1 = (int(ends[i1]) - 1) // h + 1
+    # expand only columns c0..c1-1: runs i0..i1, the outer zero runs cut at those columns
+    sub = np.empty(i1 - i0 + 2, np.int64)
+    sub[0] = ends[i0] - c0 * h
+    sub[1:-1] = runs[i0 + 1 : i1 + 1]
+    sub[-1] = c1 * h - ends[i1]
+    values = _ALTERNATING[: sub.size] if sub.size <= _ALTERNATING.size else _alternating(sub.size)
+    columns = np.repeat(values, sub).reshape(c1 - c0, h)
+    r0, _, rows, _ = cv2.boundingRect(columns)  # the selected rows: x of the column-major block
+    crop = cv2.transpose(columns[:, r0 : r0 + rows]).view(bool)
+    return (c0, r0, c1, r0 + rows), crop
+
+
+def _alternating(n: int) -> np.ndarray:
+    """``[0, 1, 0, 1, ...]`` (uint8), the values of RLE runs."""
+    values = np.zeros(n, np.uint8)
     values[1::2] = 1
-    flat = np.repeat(values, np.asarray(counts, dtype=np.int64))
-    return flat.reshape((h, w), order="F").astype(bool)
+    return values
+
+
+_ALTERNATING = _alternating(4096)
+_ALTERNATING.flags.writeable = False
 
 
 def box_area(box: BoxXYXY) -> float:
@@ -96,7 +297,7 @@ def iou(a: BoxXYXY, b: BoxXYXY) -> float:
 def box_problem(box: Sequence[float], width: int, height: int) -> str | None:
     """Why a box is unusable on a ``width`` x ``height`` image, or ``None`` if it is fine."""
     x1, y1, x2, y2 = (float(v) for v in box)
-    if not all(np.isfinite([x1, y1, x2, y2])):
+    if not all(map(math.isfinite, (x1, y1, x2, y2))):
         return f"box {list(box)} has a non-finite coordinate"
     if x2 <= x1 or y2 <= y1:
         return f"box {list(box)} has x2 <= x1 or y2 <= y1 (expected [x1, y1, x2, y2])"

@@ -1,7 +1,8 @@
 """``contour``: the outline of each mark's mask (EndoBench's Cont level), one shape per outline.
 
-Outlines come from :func:`geometry.mask_to_contours` (pixel-centre coordinates, holes included)
-and are drawn with ``cv2.polylines`` centred on the mask boundary.
+Outlines are those of :func:`geometry.mask_to_contours` (pixel-centre coordinates, holes
+included; computed on the mask's crop) and are drawn with ``cv2.polylines`` centred on the mask
+boundary.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..geometry import mask_to_contours
+from ..geometry import crop_contours
 from ..records import DrawnShape
 from .base import COLORS, RENDERERS, Mark, RenderResult, Style
-from .masks import load_region_mask
+from .masks import load_region_crop
 
 _SHIFT = 2  # fractional bits: cv2 draws the half-pixel contour vertices without rounding bias
 
@@ -24,13 +25,13 @@ def draw_contour_mark(
 ) -> list[DrawnShape]:
     h, w = image.shape[:2]
     t = style.thickness_for(h, w)
-    mask = load_region_mask(mark.region, h, w, root)
+    (x0, y0, _, _), crop = load_region_crop(mark.region, h, w, root)
     shapes = []
-    for contour in mask_to_contours(mask):
+    for contour in crop_contours(crop, x0, y0):
         fixed = np.round(contour * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
         cv2.polylines(image, [fixed], True, COLORS[mark.color], t, cv2.LINE_8, _SHIFT)
-        polygon = tuple((float(x), float(y)) for x, y in contour)
         xs, ys = contour[:, 0], contour[:, 1]
+        polygon = tuple(zip(xs.tolist(), ys.tolist(), strict=True))  # (x, y) Python floats
         shapes.append(
             DrawnShape(
                 image_index=0,

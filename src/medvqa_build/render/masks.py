@@ -7,7 +7,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from ..geometry import BoxXYXY, box_problem, mask_to_xyxy, rle_decode
+from ..geometry import BoxXYXY, box_problem, mask_to_xyxy, rle_decode, rle_decode_box
 from ..records import Region
 
 # Lossy masks (Kvasir-SEG ships its masks as JPEG) carry compression noise around 0 and 255,
@@ -56,11 +56,7 @@ def load_region_mask(
         else:
             raise ValueError(f"{name} has no mask or polygon to draw")
     elif ref.counts is not None:
-        if tuple(ref.size_hw) != (height, width):
-            raise ValueError(
-                f"{name}: RLE mask is {ref.size_hw[0]}x{ref.size_hw[1]} (HxW) "
-                f"but the image is {height}x{width}"
-            )
+        _check_rle_size(region, height, width)
         mask = rle_decode(ref.size_hw, ref.counts)
     else:
         path = Path(ref.path)
@@ -79,12 +75,39 @@ def load_region_mask(
     return mask
 
 
+def load_region_crop(
+    region: Region, height: int, width: int, root: str | Path | None = None
+) -> tuple[tuple[int, int, int, int], np.ndarray]:
+    """The region's mask cut to its tight box: ``((x0, y0, x1, y1), bool crop)`` (x1/y1
+    exclusive). The same checks and errors as :func:`load_region_mask`; an RLE mask is
+    decoded straight into the crop (no whole-image array)."""
+    ref = region.mask
+    if ref is None or ref.counts is None:
+        mask = load_region_mask(region, height, width, root)
+        x0, y0, x1, y1 = (int(v) for v in mask_to_xyxy(mask))
+        return (x0, y0, x1, y1), mask[y0:y1, x0:x1]
+    _check_rle_size(region, height, width)
+    box, crop = rle_decode_box(ref.size_hw, ref.counts)
+    if box is None:
+        raise ValueError(f"region {region.label!r}: mask is empty (no selected pixels)")
+    return box, crop
+
+
+def _check_rle_size(region: Region, height: int, width: int) -> None:
+    size_hw = region.mask.size_hw
+    if tuple(size_hw) != (height, width):
+        raise ValueError(
+            f"region {region.label!r}: RLE mask is {size_hw[0]}x{size_hw[1]} (HxW) "
+            f"but the image is {height}x{width}"
+        )
+
+
 def region_box(region: Region, height: int, width: int, root: str | Path | None = None) -> BoxXYXY:
     """The region's box (x2/y2 exclusive): its own bbox, else the tight box of its mask."""
     if region.bbox is not None:
         box = tuple(float(v) for v in region.bbox)
     else:
-        box = mask_to_xyxy(load_region_mask(region, height, width, root))
+        box = tuple(float(v) for v in load_region_crop(region, height, width, root)[0])
     problem = box_problem(box, width, height)
     if problem:
         raise ValueError(f"region {region.label!r}: {problem}")

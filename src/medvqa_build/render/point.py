@@ -14,7 +14,7 @@ import numpy as np
 from ..geometry import box_problem
 from ..records import DrawnShape, PointXY
 from .base import COLORS, RENDERERS, Mark, RenderResult, Style
-from .masks import load_region_mask
+from .masks import load_region_crop
 
 
 def mark_point(mark: Mark, height: int, width: int, root: Path | None = None) -> PointXY:
@@ -25,10 +25,20 @@ def mark_point(mark: Mark, height: int, width: int, root: Path | None = None) ->
     elif region.points:
         x, y = region.points[0]
     elif region.mask is not None or len(region.polygon) >= 3:
-        mask = load_region_mask(region, height, width, root)
-        ys, xs = np.nonzero(mask)
-        x, y = float(np.round(xs.mean())), float(np.round(ys.mean()))
-        if not mask[int(y), int(x)]:
+        (x0, y0, x1, y1), inside = load_region_crop(region, height, width, root)
+        crop = inside.view(np.uint8)
+        # the centroid from exact integer sums of the column and row counts: the same float
+        # as the mean of the pixel coordinates
+        per_col = cv2.reduce(crop, 0, cv2.REDUCE_SUM, dtype=cv2.CV_32S).ravel()
+        per_row = cv2.reduce(crop, 1, cv2.REDUCE_SUM, dtype=cv2.CV_32S).ravel()
+        n = int(per_col.sum())
+        sum_x = int(per_col @ np.arange(x0, x1, dtype=np.int64))
+        sum_y = int(per_row @ np.arange(y0, y1, dtype=np.int64))
+        x, y = float(np.round(sum_x / n)), float(np.round(sum_y / n))
+        if not inside[int(y) - y0, int(x) - x0]:  # the centroid lies inside the box
+            ys, xs = np.nonzero(crop)  # the crop keeps the row-major order of the pixels
+            xs += x0
+            ys += y0
             nearest = np.argmin((xs - x) ** 2 + (ys - y) ** 2)
             x, y = float(xs[nearest]), float(ys[nearest])
     elif region.bbox is not None:
