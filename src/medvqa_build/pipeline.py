@@ -30,7 +30,7 @@ from .manifest import SourceManifest
 from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
 from .recipe import Recipe
 from .records import Item, Sample
-from .render_stage import RenderJob, render_items
+from .render_stage import CHUNK, RenderJob, render_items
 from .report import difficulty, write_report
 from .runner import (
     StageResult,
@@ -45,7 +45,9 @@ from .validate import Problem, run_rules, write_validation_report
 
 log = logging.getLogger(__name__)
 
-RENDER_WINDOW = 4096  # items read, rendered and written at a time
+# items read, rendered and written at a time: small, because a contour item records every
+# outline vertex (~50 kB as Python tuples), and enough chunks to keep every worker busy
+RENDER_WINDOW = 512
 
 
 def _windows(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
@@ -329,7 +331,8 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
         )
         with ItemWriter(d / "items.parquet") as writer:
             # a window of items at a time: chunks of it run in parallel, none holds them all
-            for window in _windows(iter_items(gen.path / "items.parquet"), RENDER_WINDOW):
+            size = max(RENDER_WINDOW, 4 * CHUNK * executor.workers)
+            for window in _windows(iter_items(gen.path / "items.parquet"), size):
                 rendered, w_bad, w_problems = render_items(
                     window, job, progress=False, executor=executor
                 )
