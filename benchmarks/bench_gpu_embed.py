@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--workers", default="auto", help="decode threads, or a list: 4,8,15")
     ap.add_argument("--precision", default="auto", help="auto = fp16 on CUDA, fp32 on CPU")
+    ap.add_argument("--decode", choices=["draft", "full"], default="draft", help="JPEG decoding")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
 
@@ -109,23 +110,22 @@ def main() -> None:
             batch_size=args.batch_size,
             precision=args.precision,
             workers=workers[0],
+            decode=args.decode,
         )
         params = sum(p.numel() for p in emb._model.visual.parameters()) / 1e6
         print(
             f"model {model} (image tower {params:.1f} M params, random weights), "
-            f"{emb.precision}, batch {args.batch_size}, n {n}"
+            f"{emb.precision}, batch {args.batch_size}, n {n}, decode {emb.decode}"
         )
 
         # Raw forward: preprocessed batches already on the device, only the image tower runs.
         t = time.perf_counter()
-        tensors = [emb.preprocess_path(p) for p in paths]
+        items = [emb.preprocess_path(p) for p in paths]
         prep_ips = n / (time.perf_counter() - t)
-        dtype = emb._dtype
         batches = [
-            torch.stack(tensors[s : s + args.batch_size]).to(device, dtype=dtype)
-            for s in range(0, n, args.batch_size)
+            emb.prepare_batch(items[s : s + args.batch_size]) for s in range(0, n, args.batch_size)
         ]
-        del tensors
+        del items
 
         def forward_all() -> None:
             with torch.inference_mode():
@@ -134,7 +134,7 @@ def main() -> None:
 
         forward_all()  # warm-up (cuDNN/cuBLAS autotune, allocator)
         fwd_ips = n / best_seconds(forward_all, args.repeats, sync)
-        # The library's own forward (host tensors -> device, encode, normalise, back to host).
+        # The library's own forward (host pixels -> device, normalise, encode, back to host).
         host = [emb.preprocess_path(p) for p in paths[: args.batch_size]]
         lib_ips = len(host) / best_seconds(
             lambda: emb.forward_preprocessed(host), args.repeats, sync
@@ -142,7 +142,7 @@ def main() -> None:
         batches.clear()  # free device memory before the stage runs
 
         print(f"raw forward (on-device batches)      {fwd_ips:10.1f} img/s")
-        print(f"forward_preprocessed (host tensors)  {lib_ips:10.1f} img/s")
+        print(f"forward_preprocessed (host pixels)   {lib_ips:10.1f} img/s")
         print(f"decode+preprocess, one thread        {prep_ips:10.1f} img/s")
         ratios = {}
         for w in workers:

@@ -34,9 +34,14 @@ class Embedder(Protocol):
 EMBEDDERS: Registry[Callable[..., Embedder]] = Registry("embedder")
 
 
-def load_image_rgb(path: str | os.PathLike) -> Image.Image:
+def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Image.Image:
     """Decode any Pillow-readable file to an RGB image (greyscale and 16-bit are rescaled);
-    DICOM goes through pydicom (rescale, VOI/window, MONOCHROME1), as everywhere else."""
+    DICOM goes through pydicom (rescale, VOI/window, MONOCHROME1), as everywhere else.
+
+    ``min_size``: a JPEG is decoded at the smallest DCT scale (1/2, 1/4 or 1/8) that keeps both
+    sides >= ``min_size`` (libjpeg's draft mode: the inverse DCT and colour conversion run at
+    the reduced size, and there is less to resize). The pixels then differ from a full
+    decode, so embedders that use it say so in their id. Other formats ignore it."""
     from ..media.dicom import is_dicom, load_dicom_rgb
 
     if is_dicom(path):
@@ -46,6 +51,8 @@ def load_image_rgb(path: str | os.PathLike) -> Image.Image:
             raise EmbedderError(f"cannot decode DICOM: {exc}", where=str(path)) from None
     try:
         with Image.open(path) as img:
+            if min_size and img.format == "JPEG":
+                img.draft("RGB", (int(min_size), int(min_size)))
             img.load()
             if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
                 arr = np.asarray(img, dtype=np.float32)
@@ -76,6 +83,9 @@ def prefetch_batches(
 
     Decoding and resizing (Pillow, numpy, skimage) release the GIL, so a thread pool overlaps
     them with the caller's forward pass without the start-up cost of worker processes.
+    ``depth=0``: no overlap, each batch is loaded by all workers while the caller waits (for a
+    CPU forward that already uses every core: the two phases then take turns on all cores
+    instead of preempting each other's threads).
     """
     starts = list(range(0, len(items), batch_size))
     if workers <= 0:
@@ -83,6 +93,10 @@ def prefetch_batches(
             yield [load(p) for p in items[s : s + batch_size]]
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
+        if depth <= 0:
+            for s in starts:
+                yield list(pool.map(load, items[s : s + batch_size]))
+            return
 
         def submit(start: int) -> list[Future]:
             return [pool.submit(load, p) for p in items[start : start + batch_size]]
@@ -96,7 +110,7 @@ def prefetch_batches(
 
 
 def default_workers() -> int:
-    return max(1, min(8, (os.cpu_count() or 2) - 1))
+    return max(1, min(32, (os.cpu_count() or 2) - 1))
 
 
 def make_embedder(spec: str | Mapping[str, Any] | Embedder) -> Embedder:

@@ -29,6 +29,9 @@ from .embedder import (
 
 log = logging.getLogger(__name__)
 
+# Bump when the draft decode path changes pixels; it is part of the embedder id.
+_DRAFT_VERSION = "jpegdraft1"
+_TO_TENSOR = ("ToTensor", "MaybeToTensor")
 _WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt")
 _DIR_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 _HOW_TO = (
@@ -87,7 +90,16 @@ def _cached_tag_file(hf_hub: str) -> str | None:
 
 @EMBEDDERS.register("open_clip")
 class OpenClipEmbedder:
-    """open_clip image tower, fp16 on CUDA, with decoding overlapped with the forward pass."""
+    """open_clip image tower, fp16 on CUDA, with decoding overlapped with the forward pass.
+
+    ``decode="draft"`` (default): JPEGs are decoded at the smallest DCT scale that covers the
+    model input, then the model's own resize/crop; uint8 pixels are normalised per batch on the
+    device. ``decode="full"``: full decode + the model's whole preprocessing per image (the
+    vectors of earlier versions; the id differs, so the cache keeps the two apart).
+    ``overlap`` (default: on an accelerator only) decodes the next batches while the forward
+    runs; without it each batch is decoded by ``workers`` threads (default: torch's thread
+    count) and then embedded, so on a CPU the two phases never fight over the cores.
+    """
 
     def __init__(
         self,
@@ -100,16 +112,26 @@ class OpenClipEmbedder:
         threads: int | None = None,
         allow_download: bool = True,
         seed: int = 0,
+        decode: str = "draft",
+        overlap: bool | None = None,
     ):
         import torch
+
+        if decode not in ("draft", "full"):
+            raise EmbedderError(f"unknown decode {decode!r}", fix="draft or full")
 
         if threads:
             torch.set_num_threads(int(threads))
         self.model_name, self.batch_size = model_name, int(batch_size)
-        self.workers = default_workers() if workers is None else int(workers)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
+        # On an accelerator the CPU decodes while the device runs the forward. On the CPU the
+        # forward already uses every core: decoding and forward take turns on all of them.
+        self.overlap = self.device.type != "cpu" if overlap is None else bool(overlap)
+        if workers is None:
+            workers = default_workers() if self.overlap else torch.get_num_threads()
+        self.workers = int(workers)
         if precision == "auto":
             precision = "fp16" if self.device.type == "cuda" else "fp32"
         if precision not in ("fp16", "fp32", "bf16"):
@@ -120,8 +142,13 @@ class OpenClipEmbedder:
         ]
         kwargs, weights_id = self._resolve_weights(model_name, pretrained, allow_download)
         self._model, self._preprocess = self._create(kwargs, seed)
+        self._norm = None  # (scale, bias) tensors on the device, made on first use
         self.weights_id = weights_id
         prep = hashlib.sha256(repr(self._preprocess).encode()).hexdigest()[:12]
+        self._fast = self._split_preprocess() if decode == "draft" else None
+        self.decode = "draft" if self._fast else "full"
+        if self._fast:  # other pixels than a full decode: never mix with "full" vectors
+            prep += f"+{_DRAFT_VERSION}"
         self.dim = int(self._probe_dim())
         self.id = f"open_clip:{model_name}:{weights_id}:prep-{prep}:{precision}"
 
@@ -216,39 +243,102 @@ class OpenClipEmbedder:
         model = model.to(self.device, dtype=self._dtype).eval()
         return model, preprocess
 
+    def _split_preprocess(self):
+        """``(pil_steps, min_size, scale, bias)`` when the model's preprocessing is PIL steps
+        then ToTensor then Normalize (open_clip's eval transforms), else None.
+
+        The PIL steps (resize, crop, mode) run in the decode threads on a JPEG decoded at the
+        smallest DCT scale that still covers the model input, and return uint8 arrays; the
+        batch is converted and normalised at once (``x * scale + bias`` per channel, equal to
+        ToTensor + Normalize up to float rounding) on the model's device.
+        """
+        steps = list(getattr(self._preprocess, "transforms", []))
+        names = [type(t).__name__ for t in steps]
+        if len(steps) < 2 or names[-1] != "Normalize" or names[-2] not in _TO_TENSOR:
+            return None
+        mean = np.asarray(steps[-1].mean, dtype=np.float32)
+        std = np.asarray(steps[-1].std, dtype=np.float32)
+        if mean.shape != (3,) or std.shape != (3,) or getattr(steps[-1], "inplace", False):
+            return None
+        # The decode must cover the largest size any step resizes or crops to.
+        sizes = [getattr(self._model.visual, "preprocess_cfg", {}).get("size")]
+        sizes += [getattr(t, a, None) for t in steps[:-2] for a in ("size", "max_size")]
+        flat = [int(v) for z in sizes if z for v in (z if isinstance(z, (tuple, list)) else (z,))]
+        min_size = max(flat) if flat else None  # None: no draft decoding
+        return steps[:-2], min_size, 1.0 / (255.0 * std), -mean / std
+
     def _probe_dim(self) -> int:
         out_dim = getattr(getattr(self._model, "visual", None), "output_dim", None)
         if out_dim:
             return int(out_dim)
         from PIL import Image
 
-        return int(self._forward([self._preprocess(Image.new("RGB", (32, 32)))]).shape[1])
+        x = self._preprocess(Image.new("RGB", (32, 32)))[None].to(self.device, dtype=self._dtype)
+        return int(self._encode(x).shape[1])
 
     # -- embedding ----------------------------------------------------------------------------
 
     def _load(self, path: str):
-        return self._preprocess(load_image_rgb(path))
+        """One image, ready for ``_batch``: a uint8 HxWx3 array (fast path) or a tensor."""
+        if self._fast is None:
+            return self._preprocess(load_image_rgb(path))
+        steps, min_size, _, _ = self._fast
+        img = load_image_rgb(path, min_size=min_size)
+        for step in steps:
+            if getattr(step, "size", None) == (img.height, img.width) and type(step).__name__ in (
+                "CenterCrop",
+                "CenterCropOrPad",
+            ):
+                continue  # cropping to the image's own size copies it and changes nothing
+            img = step(img)
+        return np.asarray(img.convert("RGB") if img.mode != "RGB" else img)
 
-    def _forward(self, tensors: list) -> np.ndarray:
+    def _batch(self, items: list):
+        """Stack loaded images into the model's input tensor on its device."""
         import torch
 
-        batch = torch.stack(tensors).to(self.device, dtype=self._dtype, non_blocking=True)
+        if self._fast is None:
+            return torch.stack(items).to(self.device, dtype=self._dtype, non_blocking=True)
+        if self._norm is None:
+            _, _, scale, bias = self._fast
+            self._norm = tuple(
+                torch.from_numpy(v).view(1, 3, 1, 1).to(self.device) for v in (scale, bias)
+            )
+        pixels = torch.from_numpy(np.stack(items)).to(self.device, non_blocking=True)
+        x = pixels.permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+        return x.mul_(self._norm[0]).add_(self._norm[1]).to(self._dtype)
+
+    def _encode(self, batch) -> np.ndarray:
+        import torch
+
         with torch.inference_mode():
             feats = self._model.encode_image(batch)
         return l2_normalise(feats.float().cpu().numpy())
+
+    def _forward(self, items: list) -> np.ndarray:
+        return self._encode(self._batch(items))
 
     def embed_paths(self, paths: Sequence[str]) -> np.ndarray:
         """Embeddings of ``paths`` in order, shape ``(len(paths), dim)``, float32, unit norm."""
         out = np.empty((len(paths), self.dim), dtype=np.float32)
         row = 0
-        for batch in prefetch_batches(list(paths), self._load, self.batch_size, self.workers):
+        depth = 2 if self.overlap else 0
+        batches = prefetch_batches(list(paths), self._load, self.batch_size, self.workers, depth)
+        for batch in batches:
             out[row : row + len(batch)] = self._forward(batch)
             row += len(batch)
         return out
 
-    def forward_preprocessed(self, tensors: list) -> np.ndarray:
-        """The model forward alone on already preprocessed tensors (used by the benchmark)."""
-        return self._forward(tensors)
+    # -- for the benchmarks ---------------------------------------------------------------------
 
     def preprocess_path(self, path: str):
+        """One decoded, preprocessed image as ``embed_paths`` loads it."""
         return self._load(path)
+
+    def prepare_batch(self, items: list):
+        """The model input tensor (on the device) of ``preprocess_path`` results."""
+        return self._batch(items)
+
+    def forward_preprocessed(self, items: list) -> np.ndarray:
+        """Embeddings of ``preprocess_path`` results (batch conversion + model forward)."""
+        return self._forward(items)

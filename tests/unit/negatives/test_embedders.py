@@ -81,3 +81,48 @@ def test_make_embedder_specs():
         make_embedder("clipz")
     with pytest.raises(EmbedderError, match="unknown open_clip model"):
         make_embedder("open_clip:NoSuchModel")
+
+
+def test_load_image_rgb_draft_decodes_jpeg_at_a_smaller_dct_scale(tmp_path):
+    from PIL import Image
+
+    from medvqa_build.negatives.embedder import load_image_rgb
+
+    rng = np.random.default_rng(0)
+    pixels = rng.integers(0, 255, (768, 1024, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "a.jpg", quality=90)
+    Image.fromarray(pixels).save(tmp_path / "a.png")
+    assert load_image_rgb(tmp_path / "a.jpg").size == (1024, 768)
+    assert load_image_rgb(tmp_path / "a.jpg", min_size=224).size == (512, 384)  # 1/2
+    assert load_image_rgb(tmp_path / "a.jpg", min_size=100).size == (256, 192)  # 1/4
+    assert load_image_rgb(tmp_path / "a.jpg", min_size=500).size == (1024, 768)
+    assert load_image_rgb(tmp_path / "a.png", min_size=100).size == (1024, 768)
+    assert load_image_rgb(tmp_path / "a.jpg", min_size=224).mode == "RGB"
+
+
+def test_open_clip_draft_path_keeps_vectors_and_separates_ids(
+    tiny_open_clip, blob_dataset, tmp_path
+):
+    from PIL import Image
+
+    name, ckpt = tiny_open_clip
+    _, paths, _ = blob_dataset
+    draft = make_embedder({"open_clip": {"model_name": name, "pretrained": str(ckpt)}})
+    full = make_embedder(
+        {"open_clip": {"model_name": name, "pretrained": str(ckpt), "decode": "full"}}
+    )
+    assert draft.decode == "draft" and full.decode == "full"
+    assert draft.id != full.id and draft.id.startswith(full.id.rsplit(":", 1)[0])
+    # PNGs are not drafted: the same pixels, normalised per batch instead of per image.
+    np.testing.assert_allclose(
+        draft.embed_paths(paths[:12]), full.embed_paths(paths[:12]), atol=1e-5
+    )
+    # JPEGs larger than twice the input are decoded smaller: close vectors, deterministic.
+    jpegs = []
+    for i, p in enumerate(paths[:6]):
+        jpegs.append(str(tmp_path / f"{i}.jpg"))
+        Image.open(p).resize((256, 256)).save(jpegs[-1], quality=95)
+    a = draft.embed_paths(jpegs)
+    assert np.min(np.sum(a * full.embed_paths(jpegs), axis=1)) > 0.98
+    draft.batch_size, draft.workers = 4, 0
+    np.testing.assert_allclose(draft.embed_paths(jpegs), a, atol=1e-5)

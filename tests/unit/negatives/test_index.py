@@ -51,3 +51,41 @@ def test_ivf_falls_back_to_exact_when_recall_is_low(caplog):
 def test_bad_kind():
     with pytest.raises(ValueError, match="unknown index kind"):
         EmbeddingIndex(np.zeros((2, 2), np.float32), kind="hnsw")
+
+
+def exact_ids(queries, base, k):
+    return np.argsort(-(queries @ base.T), axis=1, kind="stable")[:, :k]
+
+
+def test_self_knn_flat_and_ivf_against_brute_force():
+    base = clustered(5000, 32, centres=60, seed=3)
+    exact = exact_ids(base, base, 10)
+    flat = EmbeddingIndex(base, kind="flat", threads=2)
+    _, ids = flat.search_self(10)
+    assert recall_at_k(ids, exact) > 0.999  # exact up to float ties
+    ivf = EmbeddingIndex(base, kind="ivf", min_recall=0.99, threads=2)
+    assert ivf.kind == "ivf" and ivf.self_nprobe <= ivf.nprobe <= ivf.nlist
+    assert ivf.self_recall >= 0.99 and ivf.recall >= 0.99
+    scores, ids = ivf.search_self(10)
+    assert recall_at_k(ids, exact) >= 0.98
+    assert (ids[:, 0] == np.arange(len(base))).mean() > 0.99  # a vector is its own best match
+    assert np.all(np.diff(scores, axis=1) <= 1e-6)  # best first
+    # The indexed array itself as queries takes the self path; a copy is an outside query set.
+    np.testing.assert_array_equal(ivf.search(ivf.vectors, 10)[1], ids)
+    _, outside = ivf.search(base[:300].copy(), 10)
+    assert recall_at_k(outside, exact[:300]) >= 0.97
+
+
+def test_ivf_is_deterministic_and_thread_count_free():
+    base = clustered(3000, 16, centres=40, seed=4)
+    a = EmbeddingIndex(base, kind="ivf", threads=1).search_self(5)[1]
+    b = EmbeddingIndex(base, kind="ivf", threads=2).search_self(5)[1]
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(b, EmbeddingIndex(base, kind="ivf", threads=2).search_self(5)[1])
+
+
+def test_k_larger_than_candidates_pads_with_minus_one():
+    base = unit(np.random.default_rng(0).normal(size=(7, 8)))
+    scores, ids = EmbeddingIndex(base).search(base[:2] + 0.01, 10)
+    assert ids.shape == (2, 10) and (ids[:, 7:] == -1).all() and (ids[:, :7] >= 0).all()
+    assert sorted(ids[0, :7]) == list(range(7))
