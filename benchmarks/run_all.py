@@ -32,13 +32,13 @@ QUICK: dict[str, list[str]] = {
     "convert": ["--images", "500"],
     "embed": ["--model", "ViT-S-32", "--n", "128", "--repeats", "2"],
     "gpu_embed": ["--n", "256", "--repeats", "2"],
-    "knn": ["--n", "60000", "--queries", "10000", "--centres", "1000"],  # IVF from 50k
+    "knn": ["--sk-queries", "2000", "--repeats", "1"],  # 100k self pass; sklearn on 2k, x50
     "memory": ["--convert-sizes", "1000,10000", "--build-sizes", "200,2000"],
     "rebuild": ["--images", "500"],
     "render": ["--images", "30", "--repeat", "2"],
     "scaling": ["--sizes", "300,1000,3000"],
 }
-FULL: dict[str, list[str]] = {"knn": ["--queries", "100000"]}  # the full self-kNN pass
+FULL: dict[str, list[str]] = {}
 
 GENERIC = re.compile(r"^RATIO (?P<what>.+?) = (?P<value>-?[0-9.]+)\s*(?P<rest>.*)$")
 GOAL = re.compile(r"goal (?P<op>>=|<=) (?P<bound>[0-9.]+)")
