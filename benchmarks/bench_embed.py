@@ -166,6 +166,10 @@ def main() -> None:
         "s, default mode; on a loaded machine spinning torch threads inflate both)"
     )
     print(f"embed, cache hit      {cached:9.1f} img/s  (hash + read)")
+    print(
+        f"RATIO embed stage / raw forward (CPU, {args.model}, {args.threads} threads) = "
+        f"{med(ratios):.3f}  (goal >= 0.9)"
+    )
 
 
 if __name__ == "__main__":

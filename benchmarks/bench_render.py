@@ -203,6 +203,15 @@ def main() -> None:
             er, et = (statistics.median(v) for v in zip(*encoded[lv], strict=True))
             stage_cols = f"{n / st:12.1f} {sr:6.2f}" if sr < 50 else f"{'(no work)':>19s}"
             print(f"{lv:8s} {stage_cols} {n / et:14.1f} {er:6.2f}")
+        size = f"{samples[0].width}px"
+        for lv in levels:
+            sr = statistics.median(r for r, _ in stage[lv])
+            er = statistics.median(r for r, _ in encoded[lv])
+            value = er if sr >= 50 else sr  # "no work": the stage publishes the source file
+            print(
+                f"RATIO render+encode / cv2 decode+encode, {lv}, {size} = {value:.3f}  "
+                "(goal >= 0.8)"
+            )
 
 
 if __name__ == "__main__":
