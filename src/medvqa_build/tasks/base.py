@@ -133,6 +133,9 @@ class TaskGenerator(ABC):
         return sorted({c.truth for c in self.candidates(samples)})
 
     coord_templates: ClassVar[tuple[str, ...]] = ()
+    # per prompt level (contour, mask, point): templates naming what is drawn; levels not
+    # listed use ``templates``. A recipe's own ``templates`` replace them all.
+    level_templates: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def question(
         self,
@@ -153,6 +156,10 @@ class TaskGenerator(ABC):
             # resize), so the text and the pixels the model sees cannot disagree.
             k = template_index % len(self.coord_templates)
             return f"{self.coord_templates[k]} {COORD_HINTS[convention]}", f"{self.name}/coord/{k}"
+        wording = self.level_templates.get(level) if "templates" not in self.params else None
+        if wording:  # the prompt's own word (contour, overlay, point), not "box" for all
+            k = template_index % len(wording)
+            return wording[k].format(color=color), f"{self.name}/{level}/{k}"
         k = template_index % len(self.templates)
         return self.templates[k].format(color=color), f"{self.name}/{k}"
 

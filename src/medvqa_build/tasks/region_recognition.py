@@ -32,6 +32,30 @@ class RegionRecognition(TaskGenerator):
         "Please specify the finding within the {color} delineated area of this image.",
     )
 
+    level_templates = {
+        "contour": (
+            "What finding is inside the {color} contour in this endoscopic image?",
+            "Which finding is outlined in {color}?",
+            "Identify the finding enclosed by the {color} outline.",
+            "What is shown in the region marked in {color}?",
+            "Please specify the finding within the {color} contour of this image.",
+        ),
+        "mask": (
+            "What finding is covered by the {color} overlay in this endoscopic image?",
+            "Which finding is highlighted by the {color} shaded region?",
+            "Identify the finding under the {color} mask.",
+            "What is shown in the region marked in {color}?",
+            "Please specify the finding within the {color} highlighted area of this image.",
+        ),
+        "point": (
+            "What finding is at the {color} point in this endoscopic image?",
+            "Which finding does the {color} dot mark?",
+            "Identify the finding under the {color} marker.",
+            "What is shown at the location marked in {color}?",
+            "Please specify the finding indicated by the {color} point in this image.",
+        ),
+    }
+
     coord_templates = (
         "Please specify the findings at {box} in this endoscopic image.",
         "What finding is located at {box} in this image?",

@@ -38,6 +38,7 @@ def _templates(cls):
         *cls.templates,
         *getattr(cls, "coord_templates", ()),
         *getattr(cls, "frame_templates", ()),
+        *(t for level in cls.level_templates.values() for t in level),
     ]
 
 
@@ -78,3 +79,36 @@ def test_counting_templates_hold_no_digit():
         for template in TASKS.get(name).templates:
             assert not re.search(r"\d", template), template
     assert PolypCounting.fixed_options == ("0", "1", "2", "3", "4", "More than 4")
+
+
+@pytest.mark.parametrize(
+    "level, word",
+    [
+        ("box", "box"),
+        ("multi", "box"),
+        ("contour", "contour"),
+        ("mask", "overlay"),
+        ("point", "point"),
+    ],
+)
+def test_region_questions_name_the_drawn_prompt(level, word, still_samples):
+    """A contour, mask or point is never called a box: each level has its own wording."""
+    gen = TASKS.get("region_recognition")()
+    cand = next(iter(gen.candidates(still_samples)))
+    texts = [gen.question(cand, k, "red", level)[0] for k in range(5)]
+    assert word in texts[0]
+    if level not in ("box", "multi"):
+        assert not any(re.search(r"\b(box|rectangle)\b", t) for t in texts), texts
+    assert len(set(texts)) == 5  # five distinct templates rotate
+    assert gen.question(cand, 0, "red", level)[1] == (
+        "region_recognition/0" if level in ("box", "multi") else f"region_recognition/{level}/0"
+    )
+
+
+def test_recipe_templates_replace_every_level(still_samples):
+    gen = TASKS.get("region_recognition")({"templates": ["Name the {color} finding."]})
+    cand = next(iter(gen.candidates(still_samples)))
+    assert gen.question(cand, 3, "blue", "contour") == (
+        "Name the blue finding.",
+        "region_recognition/0",
+    )
