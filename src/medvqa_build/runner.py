@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,7 +88,8 @@ def run_stage(
             log.info("%s %s: reused %s", name, key, final)
             return StageResult(name, final, fp, data.get("stats", {}), True)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=final.parent))
+    _remove_orphans(final.parent, key)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
     tmp.chmod(0o777 & ~_umask())
     try:
         stats = build(tmp)
@@ -107,6 +109,33 @@ def run_stage(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return StageResult(name, final, fp, stats, False)
+
+
+_HOST = socket.gethostname().replace("/", "_")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _remove_orphans(parent: Path, key: str) -> None:
+    """Delete temp folders of this stage left by killed runs: those made on this host by a
+    process that no longer exists. A running build's folder (or one on another host of a
+    shared filesystem) is never touched."""
+    prefix = f".{key}.tmp-{_HOST}-"
+    for d in parent.glob(f".{key}.tmp-*"):
+        if not d.name.startswith(prefix):
+            continue
+        pid = d.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            log.info("removing %s, left by a run that was killed", d)
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def tree_fingerprint(root: Path) -> str:

@@ -105,9 +105,14 @@ def test_killed_build_resumes_byte_identical(reference, tmp_path, crash_at):
         assert not (out / "checksums.sha256").exists()
     for fmt in ("hf", "vlmeval"):  # absent or whole: never a half-built folder
         assert not (out / fmt).exists() or crash_at == "publish"
+    left = sorted(p.name for p in (out / "stages").glob("*/.*.tmp-*"))
+    if crash_at != "publish":
+        assert left, "the killed stage left its temp folder"
     rerun = _run(out)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     assert not _stage_dirs_complete(out)
+    # the rerun removed what the killed run left behind
+    assert not list((out / "stages").glob("*/.*.tmp-*"))
     expected = (reference / "checksums.sha256").read_text()
     assert (out / "checksums.sha256").read_text() == expected
     for line in expected.splitlines():  # and the files really have those bytes
