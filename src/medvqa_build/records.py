@@ -18,7 +18,7 @@ PointXY = tuple[float, float]
 
 
 def _tuple_or_none(value: Any, conv=float) -> tuple | None:
-    return None if value is None else tuple(conv(v) for v in value)
+    return None if value is None else tuple(map(conv, value))
 
 
 def _intern(text: str | None) -> str | None:
@@ -33,7 +33,9 @@ def _short(text: str) -> str:
 
 
 def _points(value: Any) -> tuple[PointXY, ...]:
-    return tuple((float(p[0]), float(p[1])) for p in (value or ()))
+    if not value:
+        return ()
+    return tuple((float(x), float(y)) for x, y in value)
 
 
 class RLECounts(array):

@@ -231,21 +231,39 @@ class SampleWriter(TableWriter):
 BATCH_ROWS = 4096
 
 
+ENCODE_ROWS = 256  # items turned into Arrow at a time: a contour item is ~50 kB as objects
+
+
 class ItemWriter(TableWriter):
-    """Streams items into a Parquet file of :data:`ITEM_SCHEMA`, :data:`BATCH_ROWS` at a time."""
+    """Streams items into a Parquet file of :data:`ITEM_SCHEMA`, :data:`BATCH_ROWS` rows per
+    row group. Items are turned into (compact) Arrow rows every :data:`ENCODE_ROWS`, so the
+    writer never holds thousands of item objects."""
 
     def __init__(self, path: str | os.PathLike):
         super().__init__(path, ITEM_SCHEMA)
         self._pending: list[Item] = []
+        self._encoded: list[pa.Table] = []
+        self._rows = 0
 
     def add(self, item: Item) -> None:
         self._pending.append(item)
-        if len(self._pending) >= BATCH_ROWS:
-            self.flush()
+        if len(self._pending) >= ENCODE_ROWS:
+            self._encode()
+            if self._rows >= BATCH_ROWS:
+                self.flush()
+
+    def _encode(self) -> None:
+        if self._pending:
+            self._encoded.append(items_to_table(self._pending))
+            self._rows += len(self._pending)
+            self._pending.clear()
 
     def flush(self) -> None:
-        self.write_table(items_to_table(self._pending))
-        self._pending.clear()
+        self._encode()
+        if self._encoded:
+            self.write_table(pa.concat_tables(self._encoded).combine_chunks())
+        self._encoded.clear()
+        self._rows = 0
 
     def __exit__(self, exc_type, *rest) -> None:
         if exc_type is None:
@@ -260,7 +278,7 @@ def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def iter_samples(path: str | os.PathLike, batch_rows: int = BATCH_ROWS):
+def iter_samples(path: str | os.PathLike, batch_rows: int = 256):
     """The samples of a Parquet file, decoded batch by batch (never the whole table at once)."""
     for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
         table = pa.Table.from_batches([batch]).cast(SAMPLE_SCHEMA)
@@ -275,7 +293,10 @@ def write_items(items: Sequence[Item], path: str | os.PathLike) -> Path:
     return Path(path)
 
 
-def iter_items(path: str | os.PathLike, batch_rows: int = BATCH_ROWS):
+ITEM_READ_ROWS = 256  # items decoded at a time: a rendered contour item is ~50 kB as objects
+
+
+def iter_items(path: str | os.PathLike, batch_rows: int = ITEM_READ_ROWS):
     """The items of a Parquet file, decoded batch by batch."""
     for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
         table = pa.Table.from_batches([batch]).cast(ITEM_SCHEMA)
