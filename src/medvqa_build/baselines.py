@@ -12,8 +12,8 @@ standard errors. All accuracies here are in percent.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 
 from .records import Item
 
@@ -67,32 +67,63 @@ ENDOBENCH_TASK_ITEMS: dict[str, int] = {
 }
 
 
+def _chance(n_options: int, multi_select: bool) -> float:
+    from .scoring import random_baseline as chance
+
+    return chance(n_options, multi_select=multi_select) if n_options else 0.0
+
+
 def item_chance(item: Item, multi_select: bool | None = None) -> float:
     """Probability that a uniform random guess answers ``item`` right (0..1). A multi-select
     question is one of 2^n - 1 non-empty subsets even when its answer has one letter, so the
     caller says whether the task is multi-select (default: the answer has several letters)."""
-    from .scoring import random_baseline as chance
-
-    n = len(item.options)
-    if n == 0:
-        return 0.0
     multi = "," in item.answer if multi_select is None else multi_select
-    return chance(n, multi_select=multi)
+    return _chance(len(item.options), multi)
 
 
-def multi_select_tasks(items: Sequence[Item], key: str = "task") -> set[str]:
+class ChanceTally:
+    """What the random baseline needs of each item, gathered in one pass: per group (task,
+    subtask, ...) the option count of each item in order, and whether any answer has several
+    letters: four bytes an item, the items themselves are not kept."""
+
+    def __init__(self, key: str = "task"):
+        self.key = key
+        self.n_options: dict[str, array] = {}
+        self.multi: set[str] = set()
+
+    def add(self, item: Item) -> None:
+        group = str(getattr(item, self.key))
+        counts = self.n_options.get(group)
+        if counts is None:
+            counts = self.n_options[group] = array("I")
+        counts.append(len(item.options))
+        if "," in item.answer:
+            self.multi.add(group)
+
+    @classmethod
+    def of(cls, items: Iterable[Item], key: str = "task") -> ChanceTally:
+        tally = cls(key)
+        for item in items:
+            tally.add(item)
+        return tally
+
+    def percent(self) -> dict[str, float]:
+        """Expected accuracy (percent) of random guessing per group."""
+        out = {}
+        for group, counts in sorted(self.n_options.items()):
+            multi = group in self.multi
+            out[group] = 100.0 * sum(_chance(n, multi) for n in counts) / len(counts)
+        return out
+
+
+def multi_select_tasks(items: Iterable[Item], key: str = "task") -> set[str]:
     """Groups in which any answer has several letters: all their items are multi-select."""
     return {str(getattr(i, key)) for i in items if "," in i.answer}
 
 
-def random_baseline(items: Sequence[Item], key: str = "task") -> dict[str, float]:
+def random_baseline(items: Iterable[Item], key: str = "task") -> dict[str, float]:
     """Expected accuracy (percent) of random guessing per ``key`` (task, subtask, ...)."""
-    chances: dict[str, list[float]] = defaultdict(list)
-    multi = multi_select_tasks(items, key)
-    for item in items:
-        group = str(getattr(item, key))
-        chances[group].append(item_chance(item, group in multi))
-    return {k: 100.0 * sum(v) / len(v) for k, v in sorted(chances.items())}
+    return ChanceTally.of(items, key).percent()
 
 
 def standard_error(accuracy_pct: float, n_items: int) -> float:
@@ -102,19 +133,20 @@ def standard_error(accuracy_pct: float, n_items: int) -> float:
 
 
 def baseline_rows(
-    items: Sequence[Item],
+    items: Iterable[Item] | ChanceTally,
     published: Mapping[str, float] = ENDOBENCH_RANDOM,
     published_items: Mapping[str, int] = ENDOBENCH_TASK_ITEMS,
     abbreviations: Mapping[str, str] = ENDOBENCH_ABBREVIATIONS,
 ) -> list[dict]:
     """One row per task: ours, the published random accuracy, its standard error, and whether
-    ours lies within two standard errors. Tasks only one side has get ``None`` where unknown."""
-    ours = random_baseline(items)
-    counts: dict[str, int] = defaultdict(int)
-    options: dict[str, set[int]] = defaultdict(set)
-    for item in items:
-        counts[item.task] += 1
-        options[item.task].add(len(item.options))
+    ours lies within two standard errors. Tasks only one side has get ``None`` where unknown.
+    ``items`` is read once (or given as a per-task :class:`ChanceTally` of them)."""
+    tally = items if isinstance(items, ChanceTally) else ChanceTally.of(items)
+    if tally.key != "task":
+        raise ValueError(f"baseline rows are per task, not per {tally.key!r}")
+    ours = tally.percent()
+    counts = {task: len(n) for task, n in tally.n_options.items()}
+    options = {task: set(n) for task, n in tally.n_options.items()}
     rows = []
     for task in list(published) + sorted(t for t in ours if t not in published):
         mine, theirs = ours.get(task), published.get(task)
@@ -169,6 +201,7 @@ __all__ = [
     "ENDOBENCH_ABBREVIATIONS",
     "ENDOBENCH_RANDOM",
     "ENDOBENCH_TASK_ITEMS",
+    "ChanceTally",
     "baseline_rows",
     "format_baseline_table",
     "item_chance",

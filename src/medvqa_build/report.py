@@ -5,42 +5,63 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
-from .records import Item, Sample
+from .records import Item
 from .runner import write_text_atomic
-from .validate import letter_histogram
+from .validate.checks import LetterTally
 
 
-def difficulty(items: list[Item], samples: list[Sample], embeddings) -> dict:
-    """Per (task, negative strategy): distractor similarity and nearest-centroid accuracy."""
+def difficulty(items: Iterable[Item], samples, embeddings) -> dict:
+    """Per (task, negative strategy): distractor similarity and nearest-centroid accuracy.
+
+    Two passes over ``items`` (a list or a table): the first sums, per truth label, the
+    embeddings of its items' first samples into that label's centroid; the second scores the
+    items one by one. ``samples`` is not read.
+    """
     if embeddings is None:
         return {}
-    from .negatives import class_centroids, difficulty_report
+    from .negatives import difficulty_report
+    from .negatives.embedder import l2_normalise
 
-    labelled = [(embeddings[i.sample_ids[0]], i.gt) for i in items if i.sample_ids[0] in embeddings]
+    # the centroids of class_centroids (the unit-norm float32 mean of each label's vectors,
+    # in item order) from running sums: numpy's mean over rows adds them one after another
+    # in float32, so the sums are the same to the bit, without holding every vector
+    sums: dict[str, list] = {}
+    labelled = False
+    for i in items:
+        sid = i.sample_ids[0]
+        if sid not in embeddings:
+            continue
+        labelled = True
+        if not i.gt:
+            continue
+        row = np.asarray(embeddings[sid], dtype=np.float32)
+        acc = sums.get(i.gt)
+        if acc is None:
+            sums[i.gt] = [np.array(row, dtype=np.float32, copy=True), 1]
+        else:
+            acc[0] += row
+            acc[1] += 1
     if not labelled:
         return {}
-    centroids = class_centroids(np.stack([v for v, _ in labelled]), [g for _, g in labelled])
-    tagged = [
+    centroids = {}
+    for label in sorted(sums):
+        total, n = sums[label]
+        # the division np.mean makes
+        np.true_divide(total, np.intp(n), out=total, casting="unsafe", subok=False)
+        centroids[label] = l2_normalise(total)
+    tagged = (
         i.replace(task=f"{i.task} [{i.negatives.strategy if i.negatives else '-'}]") for i in items
-    ]
+    )
     report = difficulty_report(tagged, embeddings, centroids)
     # NaN (nothing scored) is not valid JSON: report it as null
     return {
         t: {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
         for t, row in report.items()
     }
-
-
-def _baselines(recipe, items: list[Item]) -> list[dict]:
-    """Expected accuracy of random guessing per task (percent), beside EndoBench's published
-    random row when the build is an EndoBench rebuild."""
-    from .baselines import ENDOBENCH_RANDOM, baseline_rows
-
-    published = ENDOBENCH_RANDOM if recipe.benchmark == "EndoBench" else {}
-    return baseline_rows([i for i in items if i.split in (None, "test")], published=published)
 
 
 def write_report(
@@ -56,7 +77,21 @@ def write_report(
     difficulty=None,
     missing=(),
 ) -> dict:
+    from .baselines import ENDOBENCH_RANDOM, ChanceTally, baseline_rows
+
     ren_stats = next((s.stats for s in stages if s.name == "render"), {})
+    # one pass over the items, keeping counts only
+    n_items, per_task, letters = 0, Counter(), LetterTally()
+    test = ChanceTally()  # the random baseline is that of the test split (or of all items)
+    for item in items:
+        n_items += 1
+        per_task[item.task] += 1
+        letters.add(item)
+        if item.split in (None, "test"):
+            test.add(item)
+    # expected accuracy of random guessing per task (percent), beside EndoBench's published
+    # random row when the build is an EndoBench rebuild
+    published = ENDOBENCH_RANDOM if recipe.benchmark == "EndoBench" else {}
     report = {
         "recipe": recipe.name,
         "benchmark": recipe.benchmark,
@@ -66,18 +101,18 @@ def write_report(
         "quarantined": [
             {"file": q.file, "source": q.source, "reason": q.reason} for q in quarantine
         ],
-        "items": len(items),
-        "items_per_task": dict(sorted(Counter(i.task for i in items).items())),
+        "items": n_items,
+        "items_per_task": dict(sorted(per_task.items())),
         "dropped": gen.stats.get("dropped", 0),
         "render_quarantined": ren_stats.get("quarantined", 0),
         "shortfall": gen.stats.get("shortfall", {}),
         "validation": val.stats,
-        "answer_letters": letter_histogram(items),
+        "answer_letters": letters.histogram(),
         "stages": [
             {"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused}
             for s in stages
         ],
-        "random_baseline": _baselines(recipe, items),
+        "random_baseline": baseline_rows(test, published=published),
         "difficulty": difficulty or {},
         "exports": checksums,
     }

@@ -8,6 +8,8 @@ nearest-class-centroid classifier that may only answer one of the item's options
 
 from __future__ import annotations
 
+from array import array
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -38,13 +40,15 @@ def difficulty_report(
 ) -> dict[str, dict[str, float | int]]:
     """``{task: {items, scored, distractor_truth_sim, image_distractor_sim, image_truth_sim,
     ncc_accuracy, chance}}``. Items whose image, truth centroid or every distractor centroid
-    is unknown are counted in ``items`` but not ``scored``."""
-    acc: dict[str, dict[str, list[float]]] = {}
+    is unknown are counted in ``items`` but not ``scored``. ``items`` is read once; per item
+    only its five scores are kept (as floats, for exact means), not the item."""
+    acc: dict[str, dict[str, array]] = {}
+    n_items: Counter[str] = Counter()
     for item in items:
-        stats = acc.setdefault(
-            item.task, {"n": [], "dt": [], "id": [], "it": [], "ok": [], "chance": []}
-        )
-        stats["n"].append(1)
+        stats = acc.get(item.task)
+        if stats is None:
+            stats = acc[item.task] = {k: array("d") for k in ("dt", "id", "it", "ok", "chance")}
+        n_items[item.task] += 1
         vec = _item_vector(item, embeddings)
         truth = centroids.get(item.gt)
         distractors = [o for o in item.options if o != item.gt and o in centroids]
@@ -59,12 +63,12 @@ def difficulty_report(
         stats["ok"].append(float(known[int(np.argmax(sims))] == item.gt))
         stats["chance"].append(1.0 / len(item.options))
 
-    def mean(xs: list[float]) -> float:
+    def mean(xs: array) -> float:
         return round(float(np.mean(xs)), 4) if xs else float("nan")
 
     return {
         task: {
-            "items": len(s["n"]),
+            "items": n_items[task],
             "scored": len(s["ok"]),
             "distractor_truth_sim": mean(s["dt"]),
             "image_distractor_sim": mean(s["id"]),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import string
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -73,21 +73,38 @@ def check_item(item: Item, resolve: Callable[[str], Path]) -> list[Problem]:
     return out
 
 
-def check_items(items: Sequence[Item], resolve: Callable[[str], Path]) -> list[Problem]:
-    problems: list[Problem] = []
-    ids = Counter(i.item_id for i in items)
-    for item_id, count in sorted(ids.items()):
-        if count > 1:
-            problems.append(Problem(item_id, "item_id", f"{count} items share this id"))
+def check_items(items: Iterable[Item], resolve: Callable[[str], Path]) -> list[Problem]:
+    """Shared ids first, then each item's problems in item order (one pass over ``items``)."""
+    ids: Counter[str] = Counter()
+    per_item: list[Problem] = []
     for item in items:
-        problems.extend(check_item(item, resolve))
-    return problems
+        ids[item.item_id] += 1
+        per_item.extend(check_item(item, resolve))
+    problems = [
+        Problem(item_id, "item_id", f"{count} items share this id")
+        for item_id, count in sorted(ids.items())
+        if count > 1
+    ]
+    return problems + per_item
 
 
-def letter_histogram(items: Sequence[Item]) -> dict[str, dict[str, int]]:
-    """Per task, how often each letter is the answer."""
-    hist: dict[str, Counter] = defaultdict(Counter)
-    for item in items:
+class LetterTally:
+    """Per task, how often each letter is the answer, counted item by item."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, Counter] = defaultdict(Counter)
+
+    def add(self, item: Item) -> None:
         for letter in _answer_letters(item.answer):
-            hist[item.task][letter] += 1
-    return {task: dict(sorted(c.items())) for task, c in sorted(hist.items())}
+            self.counts[item.task][letter] += 1
+
+    def histogram(self) -> dict[str, dict[str, int]]:
+        return {task: dict(sorted(c.items())) for task, c in sorted(self.counts.items())}
+
+
+def letter_histogram(items: Iterable[Item]) -> dict[str, dict[str, int]]:
+    """Per task, how often each letter is the answer (one pass, counts only)."""
+    tally = LetterTally()
+    for item in items:
+        tally.add(item)
+    return tally.histogram()

@@ -11,7 +11,7 @@ import contextlib
 import csv
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,7 +129,7 @@ def load_reference(path: str | os.PathLike) -> ReferenceSet:
 
 
 def check_contamination(
-    items: Sequence[Item],
+    items: Iterable[Item],
     resolve: Callable[[str], Path],
     references: Sequence[ReferenceSet | str | os.PathLike],
     *,
@@ -140,6 +140,7 @@ def check_contamination(
 
     Each item's clean image is compared (``clean_ref``, e.g. ``BuildView.clean_ref``; by
     default every image of the item), since a drawn prompt would hide an exact match.
+    ``items`` is read once; what is kept is per image: its hashes and the ids of its items.
     """
     refs = [r if isinstance(r, ReferenceSet) else load_reference(r) for r in references]
     images: dict[str, tuple[str, int | None]] = {}

@@ -63,31 +63,52 @@ def _stage_dirs(out: Path, stage: str) -> list[Path]:
     return sorted(p for p in (out / "stages" / stage).glob("*") if p.is_dir())
 
 
-def open_build_view(build_dir: str | os.PathLike) -> BuildView:
-    """Items, samples, manifests and duplicate groups of a build directory."""
-    from ..pipeline import open_build
-    from ..schema import read_samples
+def _sample_paths(out: Path) -> list[Path]:
+    """The convert stage's sample files of a build, in stage order."""
+    return [
+        d / "samples.parquet"
+        for d in _stage_dirs(out, "convert")
+        if (d / "samples.parquet").is_file()
+    ]
+
+
+def _manifests(recipe) -> dict[str, Any]:
     from ..sources import get_source
 
-    out = Path(build_dir).resolve()
-    items, resolve, recipe = open_build(out)
-    samples: dict[str, Sample] = {}
-    for d in _stage_dirs(out, "convert"):
-        if (d / "samples.parquet").is_file():
-            samples.update((s.sample_id, s) for s in read_samples(d / "samples.parquet"))
     manifests = {}
     for spec in recipe.sources:
         try:
             manifests[spec.id] = get_source(spec.id).manifest
         except Exception:  # noqa: BLE001 - a source removed since the build: check without it
             continue
+    return manifests
+
+
+def _duplicate_groups(out: Path) -> list[list[str]]:
     groups: list[list[str]] = []
     for d in _stage_dirs(out, "curate"):
         if not (d / "curate.json").is_file():
             continue
         data = json.loads((d / "curate.json").read_text())
         groups += [g["members"] for g in (data.get("dedup") or {}).get("duplicate_groups", [])]
-    return BuildView(out, items, resolve, recipe, samples, manifests, groups)
+    return groups
+
+
+def open_build_view(build_dir: str | os.PathLike) -> BuildView:
+    """Items, samples, manifests and duplicate groups of a build directory (all in memory:
+    for review and for tests; :func:`validate_build` reads the build as tables instead)."""
+    from ..pipeline import open_build
+    from ..schema import read_samples
+
+    out = Path(build_dir).resolve()
+    items, resolve, recipe = open_build(out)
+    samples: dict[str, Sample] = {}
+    for path in _sample_paths(out):
+        samples.update((s.sample_id, s) for s in read_samples(path))
+    items = items if isinstance(items, list) else list(items)
+    return BuildView(
+        out, items, resolve, recipe, samples, _manifests(recipe), _duplicate_groups(out)
+    )
 
 
 def validate_build(
@@ -96,21 +117,31 @@ def validate_build(
     letter_tolerance: float = 0.1,
     report_dir: str | os.PathLike | None = None,
 ) -> list[Problem]:
-    """Run every rule on a build; with ``report_dir`` write ``validation.json``/``.md`` there."""
-    view = open_build_view(build_dir)
+    """Run every rule on a build; with ``report_dir`` write ``validation.json``/``.md`` there.
+
+    Samples are read from the convert stage's tables, a window of items' worth at a time;
+    items come as :func:`~medvqa_build.pipeline.open_build` gives them (a table or a list).
+    """
+    from ..pipeline import open_build
+    from ..tables import SampleTable
+
+    out = Path(build_dir).resolve()
+    items, resolve, recipe = open_build(out)
+    # reversed: where two stage folders hold one id, the later wins, as in open_build_view
+    samples = SampleTable(reversed(_sample_paths(out)))
     problems = run_rules(
-        view.items,
-        view.samples_by_id,
-        view.manifests,
-        view.resolve,
+        items,
+        samples,
+        _manifests(recipe),
+        resolve,
         letter_tolerance=letter_tolerance,
-        duplicate_groups=view.duplicate_groups,
+        duplicate_groups=_duplicate_groups(out),
     )
     if report_dir is not None:
         d = Path(report_dir)
         d.mkdir(parents=True, exist_ok=True)
         write_validation_report(
-            problems, d / "validation.json", d / "validation.md", items_checked=len(view.items)
+            problems, d / "validation.json", d / "validation.md", items_checked=len(items)
         )
     return problems
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 import string
-from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from array import array
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from ..geometry import BOX_CONVENTIONS, box_problem, iou
 from ..media.image import ImageProblem, check_image
 from ..ontology import Ontology
 from ..records import Item, Sample
+from ..tables import SampleTable, batched, sample_lookup
 from .checks import Problem
 
 LETTERS = string.ascii_uppercase
@@ -28,6 +31,9 @@ IMAGE_SCHEMES = ("source://", "render://", "generated://")
 MIN_REGION_IOU = 0.5
 _SLOT = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ANSWER = re.compile(r"^[A-Z](,[A-Z])*$")
+WINDOW = 4096  # items checked together: their samples are looked up at once
+SIZE_CACHE = 65536  # image sizes remembered (the oldest half is dropped beyond this)
+_SAMPLE_RULES = frozenset({"schema", "box-matches-region", "split-leak"})  # read samples
 
 
 def normalise_text(text: str) -> str:
@@ -39,20 +45,33 @@ def normalise_text(text: str) -> str:
 
 @dataclass
 class RuleContext:
-    """What the rules may consult besides the items."""
+    """What the rules may consult besides the items.
+
+    ``samples_by_id`` holds (at least) the samples of the items being checked: in
+    :func:`run_rules`, those of the current window. ``samples_known`` says whether the build's
+    samples were given at all (by default: whether ``samples_by_id`` is not empty).
+    """
 
     samples_by_id: Mapping[str, Sample]
     manifests: Mapping[str, Any]
     resolve: Callable[[str], Path]
     letter_tolerance: float = 0.1
     duplicate_groups: Sequence[Sequence[str]] = ()
+    samples_known: bool | None = None
     _sizes: dict[str, tuple[int, int] | str] = field(default_factory=dict)
     _ontologies: dict[str, Ontology] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.samples_known is None:
+            self.samples_known = bool(self.samples_by_id)
 
     def image_size(self, ref: str, decode: bool = False) -> tuple[int, int] | str:
         """``(width, height)`` of an image reference, or why it cannot be read (cached)."""
         key = f"{ref}#decode" if decode else ref
         if key not in self._sizes:
+            if len(self._sizes) >= SIZE_CACHE:  # bounded; a dropped size is re-read alike
+                for old in list(islice(self._sizes, len(self._sizes) // 2)):
+                    del self._sizes[old]
             try:
                 self._sizes[key] = check_image(self.resolve(ref), "decode" if decode else "header")
             except (ImageProblem, KeyError) as exc:
@@ -74,9 +93,9 @@ class Rule:
     id: str
     message: str  # what the rule guarantees, one line
     check: Callable[..., list]
-    scope: str = (
-        "item"  # item: check(item, ctx) -> [message]; build: check(items, ctx) -> [Problem]
-    )
+    # item: check(item, ctx) -> [message]; build: check(items, ctx) -> [Problem], with
+    # check.collector the class run_rules feeds item by item
+    scope: str = "item"
 
 
 def _is_grounding(item: Item) -> bool:
@@ -96,7 +115,7 @@ def _schema(item: Item, ctx: RuleContext) -> list[str]:
         out.append(f"unfilled template slot in {item.question!r}")
     if not item.sample_ids:
         out.append("no sample_ids (provenance lost)")
-    elif ctx.samples_by_id:
+    elif ctx.samples_known:
         unknown = [s for s in item.sample_ids if s not in ctx.samples_by_id]
         if unknown:
             out.append(f"sample_ids {unknown} are not in the build's samples")
@@ -292,59 +311,90 @@ def _licence(item: Item, ctx: RuleContext) -> list[str]:
 
 
 # --- build rules ----------------------------------------------------------------------------
+# A build rule is a collector: ``add`` sees each item once (with ``ctx.samples_by_id`` holding
+# at least that item's samples) and keeps a compact summary of it (ids, letters, counts, group
+# keys), never the item; ``finish`` turns the summaries into problems. ``check(items, ctx)``
+# runs one over a whole item set.
 
 
-def _unique_ids(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
-    counts = Counter(i.item_id for i in items)
-    return [
-        Problem(i, "item-id-unique", f"{n} items share this id")
-        for i, n in sorted(counts.items())
-        if n > 1
-    ]
+class _UniqueIds:
+    def __init__(self, ctx: RuleContext):
+        self.counts: Counter[str] = Counter()
+
+    def add(self, item: Item, ctx: RuleContext) -> None:
+        self.counts[item.item_id] += 1
+
+    def finish(self, ctx: RuleContext) -> list[Problem]:
+        return [
+            Problem(i, "item-id-unique", f"{n} items share this id")
+            for i, n in sorted(self.counts.items())
+            if n > 1
+        ]
 
 
-def _letter_balance(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
-    by_task: dict[str, list[Item]] = defaultdict(list)
-    for item in items:
-        if not _is_grounding(item) and len(_answer_letters(item.answer)) == 1:
-            by_task[item.task].append(item)
-    out = []
-    for task, group in sorted(by_task.items()):
-        n_letters = max(len(i.options) for i in group)
-        counts = Counter(i.answer.strip() for i in group)
-        # a task may mix option counts (polyp counting has 6, lesion counting 4): each item
-        # adds 1/n to each of its own n letters
-        expected = {
-            L: sum(1 / len(i.options) for i in group if k < len(i.options))
-            for k, L in enumerate(LETTERS[:n_letters])
-        }
-        # each (task entry, option count) is balanced to within one item; a task made of
-        # several entries may therefore be off by one per entry
-        entries = len({(i.template_id.split("/")[0], len(i.options)) for i in group})
-        slack = max(float(entries), ctx.letter_tolerance * len(group))
-        bad = {L for L in expected if abs(counts.get(L, 0) - expected[L]) > slack}
-        if bad:
-            shown = ", ".join(f"{L}: {counts.get(L, 0)}" for L in LETTERS[:n_letters])
-            want = ", ".join(f"{L}: {expected[L]:.1f}" for L in expected)
-            out.append(
-                Problem(
-                    f"task:{task}",
-                    "letter-balance",
-                    f"answer letters of {task!r} are unbalanced ({shown}; expected {want}, "
-                    f"tolerance {slack:.1f})",
+class _LetterBalance:
+    def __init__(self, ctx: RuleContext):
+        # task -> (option count of each single-answer item in order, answer counts, entries)
+        self.tasks: dict[str, tuple[array, Counter[str], set[tuple[str, int]]]] = {}
+
+    def add(self, item: Item, ctx: RuleContext) -> None:
+        if _is_grounding(item) or len(_answer_letters(item.answer)) != 1:
+            return
+        summary = self.tasks.get(item.task)
+        if summary is None:
+            summary = self.tasks[item.task] = (array("I"), Counter(), set())
+        n_options, counts, entries = summary
+        n_options.append(len(item.options))
+        counts[item.answer.strip()] += 1
+        entries.add((item.template_id.split("/")[0], len(item.options)))
+
+    def finish(self, ctx: RuleContext) -> list[Problem]:
+        out = []
+        for task, (n_options, counts, entries) in sorted(self.tasks.items()):
+            n_letters = max(n_options)
+            # a task may mix option counts (polyp counting has 6, lesion counting 4): each item
+            # adds 1/n to each of its own n letters (summed in item order)
+            expected = {
+                L: sum(1 / n for n in n_options if k < n) for k, L in enumerate(LETTERS[:n_letters])
+            }
+            # each (task entry, option count) is balanced to within one item; a task made of
+            # several entries may therefore be off by one per entry
+            slack = max(float(len(entries)), ctx.letter_tolerance * len(n_options))
+            bad = {L for L in expected if abs(counts.get(L, 0) - expected[L]) > slack}
+            if bad:
+                shown = ", ".join(f"{L}: {counts.get(L, 0)}" for L in LETTERS[:n_letters])
+                want = ", ".join(f"{L}: {expected[L]:.1f}" for L in expected)
+                out.append(
+                    Problem(
+                        f"task:{task}",
+                        "letter-balance",
+                        f"answer letters of {task!r} are unbalanced ({shown}; expected {want}, "
+                        f"tolerance {slack:.1f})",
+                    )
                 )
-            )
-    return out
+        return out
 
 
-def _image_count(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
-    out = []
-    by_task: dict[tuple, list[Item]] = defaultdict(list)
-    for item in items:
-        by_task[(item.task, item.subtask, item.prompt_level)].append(item)
+class _ImageCount:
+    def __init__(self, ctx: RuleContext):
+        self.problems: list[Problem] = []  # per item, in item order
+        self.ids: list[str] = []  # item ids in order
+        # (task, subtask, prompt_level) -> image count -> positions of its items in ``ids``
+        self.groups: dict[tuple, dict[int, array]] = {}
+
+    def add(self, item: Item, ctx: RuleContext) -> None:
+        key = (item.task, item.subtask, item.prompt_level)
+        by_count = self.groups.get(key)
+        if by_count is None:
+            by_count = self.groups[key] = {}
+        at = by_count.get(len(item.images))
+        if at is None:
+            at = by_count[len(item.images)] = array("q")
+        at.append(len(self.ids))
+        self.ids.append(item.item_id)
         synthesised = any(r.startswith("generated://") for r in item.images)
         if not synthesised and len(item.images) != len(item.sample_ids):
-            out.append(
+            self.problems.append(
                 Problem(
                     item.item_id,
                     "image-count",
@@ -353,7 +403,7 @@ def _image_count(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
             )
         for shape in item.prompt_geometry:
             if shape.image_index >= len(item.images):
-                out.append(
+                self.problems.append(
                     Problem(
                         item.item_id,
                         "image-count",
@@ -361,56 +411,116 @@ def _image_count(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
                         f"but the item has {len(item.images)} image(s)",
                     )
                 )
-    for (task, subtask, level), group in sorted(by_task.items()):
-        counts = Counter(len(i.images) for i in group)
-        usual, _ = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
-        for item in group:
-            if len(item.images) != usual:
-                out.append(
-                    Problem(
-                        item.item_id,
-                        "image-count",
-                        f"{len(item.images)} image(s); the other items of {task}/{subtask} "
-                        f"({level}) have {usual}",
-                    )
+
+    def finish(self, ctx: RuleContext) -> list[Problem]:
+        out = list(self.problems)
+        for (task, subtask, level), by_count in sorted(self.groups.items()):
+            usual, _ = max(
+                ((n, len(at)) for n, at in by_count.items()), key=lambda kv: (kv[1], -kv[0])
+            )
+            odd = sorted((pos, n) for n, at in by_count.items() if n != usual for pos in at)
+            out += [
+                Problem(
+                    self.ids[pos],
+                    "image-count",
+                    f"{n} image(s); the other items of {task}/{subtask} ({level}) have {usual}",
                 )
-    return out
+                for pos, n in odd
+            ]
+        return out
 
 
-def _split_leak(items: Sequence[Item], ctx: RuleContext) -> list[Problem]:
-    from ..curate.splits import item_groups
+class _SplitLeak:
+    """Per group, source image and near-duplicate group: in which splits its items are.
 
-    out = []
-    by_key: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    for item in items:
+    A key seen in one split keeps ``[split, entries, ids]``; in several, ``{split: [entries,
+    ids]}``. ``ids`` is the one item id seen, or the set of them once there are more."""
+
+    def __init__(self, ctx: RuleContext):
+        from ..curate.splits import item_groups
+
+        self.item_groups = item_groups
+        self.member_of = {
+            sid: n for n, members in enumerate(ctx.duplicate_groups) for sid in members
+        }
+        self.keys: dict[tuple[str, str], list | dict[str, list]] = {}
+
+    def _add(self, key: tuple[str, str], split: str, item_id: str) -> None:
+        entry = self.keys.get(key)
+        if entry is None:
+            self.keys[key] = [split, 1, item_id]
+            return
+        if isinstance(entry, list):
+            if entry[0] == split:
+                entry[1] += 1
+                entry[2] = _with_id(entry[2], item_id)
+                return
+            entry = self.keys[key] = {entry[0]: entry[1:]}
+        rec = entry.get(split)
+        if rec is None:
+            entry[split] = [1, item_id]
+        else:
+            rec[0] += 1
+            rec[1] = _with_id(rec[1], item_id)
+
+    def add(self, item: Item, ctx: RuleContext) -> None:
         if not item.split:
-            continue
-        for g in item_groups(item, dict(ctx.samples_by_id)):
-            by_key[("group", g)][item.split].append(item.item_id)
+            return
+        for g in self.item_groups(item, ctx.samples_by_id):
+            self._add(("group", g), item.split, item.item_id)
         for ref in item.images:
             if ref.startswith("source://"):
-                by_key[("image", ref)][item.split].append(item.item_id)
-    member_of = {sid: n for n, members in enumerate(ctx.duplicate_groups) for sid in members}
-    for item in items:
+                self._add(("image", ref), item.split, item.item_id)
         for sid in item.sample_ids:
-            if item.split and sid in member_of:
-                by_key[("near-duplicate", f"group {member_of[sid]}")][item.split].append(
-                    item.item_id
+            if sid in self.member_of:
+                self._add(
+                    ("near-duplicate", f"group {self.member_of[sid]}"), item.split, item.item_id
                 )
-    for (kind, key), splits in sorted(by_key.items()):
-        if len(splits) < 2:
-            continue
-        ordered = sorted(splits, key=lambda s: (-len(splits[s]), s))
-        minority = ordered[-1]
-        shown = ", ".join(f"{s}: {len(set(splits[s]))}" for s in ordered)
-        out.append(
-            Problem(
-                sorted(splits[minority])[0],
-                "split-leak",
-                f"{kind} {key} is in several splits ({shown} items)",
+
+    def finish(self, ctx: RuleContext) -> list[Problem]:
+        out = []
+        for (kind, key), splits in sorted(self.keys.items()):
+            if isinstance(splits, list):
+                continue  # one split
+            ordered = sorted(splits, key=lambda s: (-splits[s][0], s))
+            minority = splits[ordered[-1]][1]
+            shown = ", ".join(
+                f"{s}: {1 if isinstance(splits[s][1], str) else len(splits[s][1])}" for s in ordered
             )
-        )
-    return out
+            out.append(
+                Problem(
+                    minority if isinstance(minority, str) else min(minority),
+                    "split-leak",
+                    f"{kind} {key} is in several splits ({shown} items)",
+                )
+            )
+        return out
+
+
+def _with_id(ids: str | set[str], item_id: str) -> str | set[str]:
+    if isinstance(ids, str):
+        return ids if ids == item_id else {ids, item_id}
+    ids.add(item_id)
+    return ids
+
+
+def _whole_set(collector: type) -> Callable[[Iterable[Item], RuleContext], list[Problem]]:
+    """``check(items, ctx)`` of a build rule: its collector fed every item."""
+
+    def check(items: Iterable[Item], ctx: RuleContext) -> list[Problem]:
+        c = collector(ctx)
+        for item in items:
+            c.add(item, ctx)
+        return c.finish(ctx)
+
+    check.collector = collector  # type: ignore[attr-defined] - run_rules feeds it itself
+    return check
+
+
+_unique_ids = _whole_set(_UniqueIds)
+_letter_balance = _whole_set(_LetterBalance)
+_image_count = _whole_set(_ImageCount)
+_split_leak = _whole_set(_SplitLeak)
 
 
 RULES: tuple[Rule, ...] = (
@@ -469,8 +579,8 @@ RULE_IDS = tuple(r.id for r in RULES)
 
 
 def run_rules(
-    items: Sequence[Item],
-    samples_by_id: Mapping[str, Sample] | None,
+    items: Iterable[Item],
+    samples: SampleTable | Mapping[str, Sample] | Iterable[Sample] | None,
     manifests: Mapping[str, Any] | None,
     resolve: Callable[[str], Path],
     *,
@@ -480,26 +590,46 @@ def run_rules(
 ) -> list[Problem]:
     """Every violation of the rules (all, or those named in ``rules``) by ``items``.
 
-    ``samples_by_id`` and ``manifests`` may be empty: rules that need them then check less
+    ``items`` is read once, :data:`WINDOW` items at a time, and may be a list or an on-disk
+    :class:`~medvqa_build.tables.ItemTable`; ``samples`` a dict by id, a list or a
+    :class:`~medvqa_build.tables.SampleTable`, of which only each window's samples are looked
+    up. Nothing holds every item or sample: build rules keep a small summary of each item.
+    ``samples`` and ``manifests`` may be empty: rules that need them then check less
     (no provenance, ontology or licence comparison). ``duplicate_groups`` (sample ids, from
     the curate report) let ``split-leak`` catch near-duplicate images across splits.
+    Problems come rule by rule (in :data:`RULES` order), each rule's in item order.
     """
-    ctx = RuleContext(
-        samples_by_id or {},
-        manifests or {},
-        resolve,
-        letter_tolerance,
-        tuple(duplicate_groups or ()),
-    )
     chosen = [r for r in RULES if rules is None or r.id in rules]
     unknown = sorted(set(rules or ()) - set(RULE_IDS))
     if unknown:
         raise ValueError(f"unknown rule(s) {unknown}; known: {', '.join(RULE_IDS)}")
+    if samples is not None and not isinstance(samples, SampleTable | Mapping):
+        samples = {s.sample_id: s for s in samples}
+    known = bool(samples)  # a table's length is in its footer
+    lookup = sample_lookup(samples) if known else None
+    ctx = RuleContext(
+        {},
+        manifests or {},
+        resolve,
+        letter_tolerance,
+        tuple(duplicate_groups or ()),
+        samples_known=known,
+    )
+    item_rules = [r for r in chosen if r.scope != "build"]
+    collectors = {r.id: r.check.collector(ctx) for r in chosen if r.scope == "build"}
+    found: dict[str, list[Problem]] = {r.id: [] for r in item_rules}
+    wants_samples = lookup is not None and any(r.id in _SAMPLE_RULES for r in chosen)
+    for window in batched(items, WINDOW):
+        if wants_samples:
+            ctx.samples_by_id = lookup({s for item in window for s in item.sample_ids})
+        for item in window:
+            for rule in item_rules:
+                found[rule.id] += [Problem(item.item_id, rule.id, m) for m in rule.check(item, ctx)]
+            for c in collectors.values():
+                c.add(item, ctx)
+        ctx.samples_by_id = {}
+        del window
     problems: list[Problem] = []
     for rule in chosen:
-        if rule.scope == "build":
-            problems.extend(rule.check(items, ctx))
-            continue
-        for item in items:
-            problems.extend(Problem(item.item_id, rule.id, m) for m in rule.check(item, ctx))
+        problems += collectors[rule.id].finish(ctx) if rule.id in collectors else found[rule.id]
     return problems
