@@ -3,7 +3,7 @@ recipe."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,7 +17,10 @@ from ..registry import Registry
 class ExportContext:
     """Everything an exporter may use; no exporter reads the build directory by itself."""
 
-    items: Sequence[Item]
+    # Re-iterable: a list, or an on-disk ``tables.ItemTable`` read batch by batch on each
+    # ``for``. Exporters iterate it (several times if they must) and keep small per-item
+    # summaries only, never every item (or every image) at once.
+    items: Iterable[Item]
     resolve: Callable[[str], Path]  # image reference -> file
     name: str  # export name from the recipe (file names, dataset name)
     recipe_yaml: str

@@ -1,21 +1,25 @@
 """The dataset card (README.md): what is inside, where it came from, under which terms, how it
-was built, and how a random guesser would score."""
+was built, and how a random guesser would score.
+
+Everything the card and its plots say about the items is gathered in one pass into
+:class:`CardStats` (counters, a few bytes an item), so the items are never held at once.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 import platform
 import re
-from collections import Counter
-from collections.abc import Sequence
+from array import array
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
 
 import yaml
 
 from .. import __version__
 from ..manifest import SourceManifest
 from ..records import Item
-from ..validate import letter_histogram
-from .common import is_grounding
+from .common import answer_letters, is_grounding
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -28,34 +32,90 @@ class _NoAliasDumper(yaml.SafeDumper):
 LIBRARIES = ("datasets", "huggingface_hub", "pyarrow", "numpy", "opencv-python-headless", "pillow")
 
 
+class CardStats:
+    """What the card and its plots count over the items, gathered one item at a time."""
+
+    def __init__(self, items: Iterable[Item] = ()):
+        self.total = 0
+        self.sources: set[str] = set()
+        self.task_split: Counter = Counter()  # (task, split or "-")
+        self.scene: Counter = Counter()
+        self.source: Counter = Counter()
+        self.split: Counter = Counter()
+        self.prompt_level: Counter = Counter()
+        self.task: Counter = Counter()
+        # answer letters per task of the items that are not box answers (the card's table)
+        self.card_letters: defaultdict[str, Counter] = defaultdict(Counter)
+        # answer letters per task of the MCQ items, every task listed (the plot)
+        self.plot_letters: dict[str, Counter] = {}
+        # per task, the option count of each MCQ item in order (the random baseline's mean)
+        self.n_options: dict[str, array] = {}
+        self.multi_select: set[str] = set()
+        for item in items:
+            self.add(item)
+
+    def add(self, item: Item) -> None:
+        self.total += 1
+        split = item.split or "-"
+        self.sources.add(item.source)
+        self.task_split[(item.task, split)] += 1
+        self.scene[item.scene or "-"] += 1
+        self.source[item.source] += 1
+        self.split[split] += 1
+        self.prompt_level[item.prompt_level] += 1
+        self.task[item.task] += 1
+        letters = answer_letters(item.answer)
+        if not is_grounding(item):
+            for letter in letters:
+                self.card_letters[item.task][letter] += 1
+        plot = self.plot_letters.setdefault(item.task, Counter())
+        counts = self.n_options.setdefault(item.task, array("H"))
+        if item.options:
+            plot.update(letters)
+            counts.append(len(item.options))
+        if "," in item.answer:
+            self.multi_select.add(str(item.task))
+
+    def letter_histogram(self) -> dict[str, dict[str, int]]:
+        """Per task, how often each letter is the answer (``validate.letter_histogram`` of the
+        items that are not box answers)."""
+        return {t: dict(sorted(c.items())) for t, c in sorted(self.card_letters.items())}
+
+    def random_baselines(self) -> dict[str, float | None]:
+        from ..scoring import random_baseline as chance
+
+        out: dict[str, float | None] = {}
+        for task, counts in sorted(self.n_options.items()):
+            multi = task in self.multi_select
+            values = [chance(n, multi_select=multi) for n in counts]
+            out[task] = sum(values) / len(values) if values else None
+        return out
+
+
+def card_stats(items: Iterable[Item] | CardStats) -> CardStats:
+    return items if isinstance(items, CardStats) else CardStats(items)
+
+
 def _table(title: str, counts: Counter) -> list[str]:
     lines = [f"| {title} | items |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
     return lines + [""]
 
 
-def _cross_table(items: Sequence[Item], row_key, col_key, row_title: str) -> list[str]:
-    cols = sorted({col_key(i) for i in items})
-    counts = Counter((row_key(i), col_key(i)) for i in items)
+def _cross_table(counts: Counter, row_title: str) -> list[str]:
+    """``counts``: ``{(row, col): n}``."""
+    cols = sorted({c for _, c in counts})
     lines = [f"| {row_title} | " + " | ".join(cols) + " | total |", "|---" * (len(cols) + 2) + "|"]
-    for row in sorted({row_key(i) for i in items}):
+    for row in sorted({r for r, _ in counts}):
         values = [counts[(row, c)] for c in cols]
         lines.append(f"| {row} | " + " | ".join(str(v) for v in values) + f" | {sum(values)} |")
     return lines + [""]
 
 
-def random_baselines(items: Sequence[Item]) -> dict[str, float | None]:
+def random_baselines(items: Iterable[Item] | CardStats) -> dict[str, float | None]:
     """Per task, the expected accuracy of a uniform guess (multi-select: one of the 2^n - 1
     non-empty subsets); ``None`` for a task of open box answers, where it is not defined."""
-    from ..baselines import item_chance, multi_select_tasks
-
-    per: dict[str, list[float]] = {}
-    multi = multi_select_tasks(items)
-    for item in items:
-        per.setdefault(item.task, [])
-        if item.options:
-            per[item.task].append(item_chance(item, item.task in multi))
-    return {t: (sum(v) / len(v) if v else None) for t, v in sorted(per.items())}
+    return card_stats(items).random_baselines()
 
 
 def _versions() -> dict[str, str]:
@@ -92,7 +152,7 @@ def _licence_slug(licences: list[str]) -> str:
 
 
 def dataset_card(
-    items: Sequence[Item],
+    items: Iterable[Item] | CardStats,
     manifests: dict[str, SourceManifest],
     recipe_yaml: str,
     name: str,
@@ -102,7 +162,9 @@ def dataset_card(
     plots: Sequence[str] = (),
     config_items: dict[str, int] | None = None,
 ) -> str:
-    used = sorted({i.source for i in items})
+    """The README.md text; ``items``: the items (read once) or their :class:`CardStats`."""
+    stats = card_stats(items)
+    used = sorted(stats.sources)
     licences = sorted({manifests[s].licence for s in used})
     header = {
         "pretty_name": name,
@@ -124,7 +186,7 @@ def dataset_card(
         "",
     ]
     lines += [
-        f"Built with medvqa_build {__version__} from the recipe below: {len(items)} items from "
+        f"Built with medvqa_build {__version__} from the recipe below: {stats.total} items from "
         f"{len(used)} source(s). Every item keeps its clean source image reference "
         "(`sample_ids`) and exactly what was drawn on it (`prompt_geometry`).",
         "",
@@ -144,7 +206,7 @@ def dataset_card(
     lines += [f"- `{s}`: {manifests[s].licence}" for s in used] + [""]
     lines += ["## Configs", "", "| config | items | splits |", "|---|---|---|"]
     for cfg in configs:
-        n = (config_items or {}).get(cfg["config_name"], len(items))
+        n = (config_items or {}).get(cfg["config_name"], stats.total)
         splits = ", ".join(d["split"] for d in cfg["data_files"])
         lines.append(f"| `{cfg['config_name']}` | {n} | {splits} |")
     lines += [
@@ -156,13 +218,13 @@ def dataset_card(
         "",
     ]
     lines += ["## Contents", ""]
-    lines += _cross_table(items, lambda i: i.task, lambda i: i.split or "-", "task \\ split")
-    lines += _table("scene", Counter(i.scene or "-" for i in items))
-    lines += _table("source", Counter(i.source for i in items))
-    lines += _table("split", Counter(i.split or "-" for i in items))
-    lines += _table("prompt level", Counter(i.prompt_level for i in items))
+    lines += _cross_table(stats.task_split, "task \\ split")
+    lines += _table("scene", stats.scene)
+    lines += _table("source", stats.source)
+    lines += _table("split", stats.split)
+    lines += _table("prompt level", stats.prompt_level)
     lines += ["## Answer letters per task", "", "| task | letters |", "|---|---|"]
-    for task, hist in letter_histogram([i for i in items if not is_grounding(i)]).items():
+    for task, hist in stats.letter_histogram().items():
         lines.append(f"| {task} | {', '.join(f'{k}: {v}' for k, v in hist.items())} |")
     lines += [
         "",
@@ -173,7 +235,7 @@ def dataset_card(
         "| task | random accuracy |",
         "|---|---|",
     ]
-    for task, value in random_baselines(items).items():
+    for task, value in stats.random_baselines().items():
         lines.append(f"| {task} | {'-' if value is None else f'{100 * value:.2f}%'} |")
     lines += [""]
     if plots:

@@ -1,4 +1,9 @@
-"""Helpers every exporter shares: item kinds, config names, image copies, deterministic writes."""
+"""Helpers every exporter shares: item kinds, config names, image copies, deterministic writes.
+
+Exporters take their items as a re-iterable (a list, or an on-disk ``ItemTable`` read batch by
+batch on each ``for``): they iterate, possibly several times, and keep only small per-item
+summaries (counts, ids, names), never the items or their images all at once.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import json
 import os
 import re
 import string
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +44,42 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "task"
 
 
-def task_configs(items: Sequence[Item]) -> dict[str, list[Item]]:
-    """One config per task family, keyed by its slug (sorted; two tasks never share a slug)."""
-    groups: dict[str, list[Item]] = {}
+def task_config(owner: dict[str, str], task: str) -> str:
+    """The config name of ``task`` (its slug); ``owner`` (slug -> task, filled as tasks are
+    seen) refuses two tasks that give the same name."""
+    key = slug(task)
+    if owner.setdefault(key, task) != task:
+        raise UsageError(
+            f"tasks {owner[key]!r} and {task!r} give the same config name {key!r}",
+            fix="rename one of the tasks in the recipe",
+        )
+    return key
+
+
+def task_configs(items: Iterable[Item]) -> dict[str, str]:
+    """One config per task family: ``{slug: task}`` sorted by slug (one pass; two tasks never
+    share a slug)."""
     owner: dict[str, str] = {}
     for item in items:
-        key = slug(item.task)
-        if owner.setdefault(key, item.task) != item.task:
-            raise UsageError(
-                f"tasks {owner[key]!r} and {item.task!r} give the same config name {key!r}",
-                fix="rename one of the tasks in the recipe",
-            )
-        groups.setdefault(key, []).append(item)
-    return dict(sorted(groups.items()))
+        task_config(owner, item.task)
+    return dict(sorted(owner.items()))
+
+
+def column_values(items: Iterable[Item], name: str) -> Iterable[Any]:
+    """One field of every item: a table's column read alone when it has one, else a pass."""
+    column = getattr(items, "column", None)
+    if callable(column):
+        return column(name)
+    return (getattr(i, name) for i in items)
+
+
+def where(items: Iterable[Item], name: str, value: Any) -> Iterable[Item]:
+    """The items whose field ``name`` equals ``value``, in order: a table's filtered read
+    when it has one (the other rows are never decoded), else a filtered pass."""
+    select = getattr(items, "where", None)
+    if callable(select):
+        return select(name, value)
+    return (i for i in items if getattr(i, name) == value)
 
 
 def check_export_name(name: str) -> str:
@@ -80,7 +108,7 @@ class ImageCopier:
 
     def __init__(self, out: Path, resolve: Callable[[str], Path], folder: str = "images"):
         self.out, self.resolve, self.folder = out, resolve, folder
-        self._names: dict[str, str] = {}
+        self._written: set[str] = set()  # relative paths already copied (names, not bytes)
         self._sizes: dict[str, tuple[int, int]] = {}
 
     def __call__(self, ref: str, folder: str | None = None) -> str:
@@ -88,10 +116,15 @@ class ImageCopier:
         data, suffix = export_image_bytes(self.resolve(ref))
         digest = hashlib.sha256(data).hexdigest()[:20]
         rel = f"{folder or self.folder}/{digest}{suffix}"
-        if rel not in self._names.values():
+        if rel not in self._written:
             write_bytes(self.out / rel, data)
-        self._names[ref] = rel
+            self._written.add(rel)
         return rel
+
+    @property
+    def written(self) -> int:
+        """How many distinct files were copied."""
+        return len(self._written)
 
     def size(self, ref: str) -> tuple[int, int]:
         """``(width, height)`` of an image, from its header."""
@@ -123,14 +156,75 @@ def option_block(options: Iterable[str]) -> str:
     return "\n".join(f"{LETTERS[k]}. {text}" for k, text in enumerate(options))
 
 
-def require_items(
-    items: Sequence[Item], fmt: str, keep: Callable[[Item], bool], what: str
-) -> list[Item]:
-    """The items a format can hold; refuse an export that would be empty."""
-    kept = [i for i in items if keep(i)]
-    if items and not kept:
+class JsonListWriter:
+    """A JSON list written one element at a time, with the bytes :func:`write_json` gives for
+    the whole list (indent 2, UTF-8, trailing newline), atomically (temp file + rename on
+    :meth:`close`; the temp file is removed if the writer is dropped by an error)."""
+
+    def __init__(self, path: Path):
+        self.path, self.tmp = path, atomic_path(path)
+        self.count = 0
+        # closed by close() or abort(): the file outlives this call
+        self._fh = open(self.tmp, "wb")  # noqa: SIM115
+
+    def append(self, value: Any) -> None:
+        text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        self._fh.write(("[\n  " if self.count == 0 else ",\n  ").encode("utf-8"))
+        self._fh.write(text.encode("utf-8"))
+        self.count += 1
+
+    def close(self) -> None:
+        try:
+            self._fh.write(b"[]\n" if self.count == 0 else b"\n]\n")
+            self._fh.close()
+            os.replace(self.tmp, self.path)
+        finally:
+            self.abort()  # no-op once renamed
+
+    def abort(self) -> None:
+        self._fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+    def __enter__(self) -> JsonListWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_json_list(path: Path, values: Iterable[Any]) -> int:
+    """Stream ``values`` into a JSON list file (same bytes as :func:`write_json` of the list);
+    returns how many were written."""
+    with JsonListWriter(path) as writer:
+        for value in values:
+            writer.append(value)
+    return writer.count
+
+
+class Kept:
+    """The items a format can hold, as a re-iterable filtered view of the build's items."""
+
+    def __init__(self, items: Iterable[Item], keep: Callable[[Item], bool]):
+        self.items, self.keep = items, keep
+
+    def __iter__(self) -> Iterator[Item]:
+        return (i for i in self.items if self.keep(i))
+
+
+def require_items(items: Iterable[Item], fmt: str, keep: Callable[[Item], bool], what: str) -> Kept:
+    """The items a format can hold (a filtered view, not a list); refuse an export that would
+    be empty. Reads only up to the first item kept."""
+    seen = False
+    for item in items:
+        if keep(item):
+            return Kept(items, keep)
+        seen = True
+    if seen:
         raise UsageError(
             f"the {fmt} export holds {what} items and this build has none",
             fix=f"remove {fmt!r} from export.formats",
         )
-    return kept
+    return Kept(items, keep)

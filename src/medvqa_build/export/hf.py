@@ -7,13 +7,17 @@ embedded as ``List(Image())`` and the HF features in the Parquet metadata, plus 
 Configs: one per benchmark (``all`` when the build has one benchmark) and one per task
 family (the task name as a slug, e.g. ``region_recognition``). Shards hold at most
 ``shard_mb`` (default 500) MB of image bytes.
+
+Bounded memory: one pass over the items cuts the shards and counts what the card says, then
+one pass per config (a filtered read when the items are an ``ItemTable``) fills its splits'
+shards a row group at a time, so at most a row group of items per split is held.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,8 +29,8 @@ from ..media.load import export_image_bytes
 from ..records import Item
 from ..schema import atomic_path, item_features, items_to_table
 from .base import EXPORTERS, ExportContext
-from .card import dataset_card
-from .common import slug, task_configs, write_bytes, write_text
+from .card import CardStats, dataset_card
+from .common import slug, task_config, where, write_bytes, write_text
 from .plots import card_plots
 
 IMAGE_LIST = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
@@ -56,65 +60,164 @@ def _table(items: Sequence[Item], resolve: Callable[[str], Path], meta: bytes) -
     return table.replace_schema_metadata({b"huggingface": meta})
 
 
-def _write_shard(
-    items: Sequence[Item], resolve: Callable[[str], Path], meta: bytes, path: Path
-) -> int:
-    """Write one shard a row group at a time (only ``ROW_GROUP_ROWS`` items' images are in
-    memory at once); returns the Arrow size of its rows (the card's ``num_bytes``)."""
-    tmp = atomic_path(path)
-    nbytes = 0
-    try:
-        writer = None
-        for start in range(0, len(items), ROW_GROUP_ROWS):
-            table = _table(items[start : start + ROW_GROUP_ROWS], resolve, meta)
-            if writer is None:
-                writer = pq.ParquetWriter(
-                    tmp,
-                    table.schema,
-                    compression="zstd",
-                    write_statistics=True,
-                    use_dictionary=True,
-                )
-            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
-            nbytes += table.nbytes
-        if writer is not None:
-            writer.close()
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return nbytes
+class _ShardWriter:
+    """One shard written a row group at a time (only ``ROW_GROUP_ROWS`` items' images are in
+    memory at once); ``nbytes``: the Arrow size of its rows (the card's ``num_bytes``)."""
 
+    def __init__(self, path: Path, resolve: Callable[[str], Path], meta: bytes):
+        self.path, self.resolve, self.meta = path, resolve, meta
+        self.tmp = atomic_path(path)
+        self.writer: pq.ParquetWriter | None = None
+        self.nbytes = 0
 
-def _shards(
-    items: Sequence[Item], resolve: Callable[[str], Path], limit: float
-) -> list[list[Item]]:
-    shards: list[list[Item]] = [[]]
-    size = 0
-    for item in items:
-        n = sum(resolve(r).stat().st_size for r in item.images) + 2048
-        if shards[-1] and size + n > limit:
-            shards.append([])
-            size = 0
-        shards[-1].append(item)
-        size += n
-    return shards
-
-
-def _configs(items: Sequence[Item]) -> dict[str, list[Item]]:
-    benchmarks = sorted({i.benchmark for i in items})
-    groups = (
-        {"all": list(items)}
-        if len(benchmarks) <= 1
-        else {slug(b): [i for i in items if i.benchmark == b] for b in benchmarks}
-    )
-    for key, part in task_configs(items).items():
-        if key in groups:
-            raise UsageError(
-                f"task config {key!r} has the name of a benchmark config",
-                fix="rename the task or the benchmark in the recipe",
+    def write(self, items: Sequence[Item]) -> None:
+        table = _table(items, self.resolve, self.meta)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(
+                self.tmp,
+                table.schema,
+                compression="zstd",
+                write_statistics=True,
+                use_dictionary=True,
             )
-        groups[key] = part
-    return groups
+        self.writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+        self.nbytes += table.nbytes
+
+    def close(self) -> None:
+        try:
+            if self.writer is not None:
+                self.writer.close()
+            os.replace(self.tmp, self.path)
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+    def abort(self) -> None:
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
+
+
+class _ShardPlan:
+    """Where the items of one config split are cut into shards: a shard closes before the
+    item that would take its image bytes (+ 2 kB a row) past the limit."""
+
+    def __init__(self) -> None:
+        self.lengths: list[int] = [0]
+        self.size = 0
+
+    def add(self, n: int, limit: float) -> None:
+        if self.lengths[-1] and self.size + n > limit:
+            self.lengths.append(0)
+            self.size = 0
+        self.lengths[-1] += 1
+        self.size += n
+
+    @property
+    def count(self) -> int:
+        return sum(self.lengths)
+
+
+class _SplitWriter:
+    """The shards of one config split, filled in item order, a row group at a time."""
+
+    def __init__(self, config: str, split: str, plan: _ShardPlan, ctx: ExportContext, meta, out):
+        self.config, self.split, self.lengths = config, split, plan.lengths
+        self.ctx, self.meta, self.out = ctx, meta, out
+        self.shard = 0  # index of the shard being written
+        self.in_shard = 0  # items of it written or buffered
+        self.buffer: list[Item] = []
+        self.writer: _ShardWriter | None = None
+        self.num_bytes = 0
+        self.download = 0
+
+    def rel(self, k: int) -> str:
+        return f"data/{self.config}/{self.split}-{k:05d}-of-{len(self.lengths):05d}.parquet"
+
+    def add(self, item: Item) -> None:
+        if self.shard == len(self.lengths):
+            raise RuntimeError(f"hf export: the items of {self.config}/{self.split} changed")
+        self.buffer.append(item)
+        self.in_shard += 1
+        end = self.in_shard == self.lengths[self.shard]
+        if len(self.buffer) >= ROW_GROUP_ROWS or end:
+            if self.writer is None:
+                self.writer = _ShardWriter(
+                    self.out / self.rel(self.shard), self.ctx.resolve, self.meta
+                )
+            self.writer.write(self.buffer)
+            self.buffer = []
+        if end:
+            self.writer.close()
+            self.num_bytes += self.writer.nbytes
+            self.download += self.writer.path.stat().st_size
+            self.writer = None
+            self.shard += 1
+            self.in_shard = 0
+
+    @property
+    def done(self) -> bool:
+        return self.shard == len(self.lengths)
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+
+
+def _image_bytes(item: Item, resolve: Callable[[str], Path]) -> int:
+    return sum(resolve(r).stat().st_size for r in item.images) + 2048
+
+
+class _Plan:
+    """One pass over the items: the configs (one per benchmark, or ``all``; one per task
+    family), each split's shard cuts and the card's counts."""
+
+    def __init__(self, items: Iterable[Item], resolve: Callable[[str], Path], limit: float):
+        self.stats = CardStats()
+        owner: dict[str, str] = {}  # task config -> task
+        benchmarks: set[str] = set()
+        # shard cuts for every way the items may be grouped; the benchmark count picks one
+        whole: dict[str, _ShardPlan] = {}  # split -> plan ("all")
+        per_bench: dict[tuple[str, str], _ShardPlan] = {}  # (benchmark, split)
+        per_task: dict[tuple[str, str], _ShardPlan] = {}  # (task config, split)
+        for item in items:
+            self.stats.add(item)
+            key = task_config(owner, item.task)
+            benchmarks.add(item.benchmark)
+            split = item.split or "test"
+            n = _image_bytes(item, resolve)
+            whole.setdefault(split, _ShardPlan()).add(n, limit)
+            per_bench.setdefault((item.benchmark, split), _ShardPlan()).add(n, limit)
+            per_task.setdefault((key, split), _ShardPlan()).add(n, limit)
+        # config -> the benchmark it holds (None: every item); a later benchmark with the same
+        # slug takes the config over, as a dict built in sorted order would
+        self.bench_config: dict[str, str | None] = (
+            {"all": None} if len(benchmarks) <= 1 else {slug(b): b for b in sorted(benchmarks)}
+        )
+        self.task_config = dict(sorted(owner.items()))
+        for key in self.task_config:
+            if key in self.bench_config:
+                raise UsageError(
+                    f"task config {key!r} has the name of a benchmark config",
+                    fix="rename the task or the benchmark in the recipe",
+                )
+        self.splits: dict[str, dict[str, _ShardPlan]] = {}  # config -> split -> plan, sorted
+        for config, bench in self.bench_config.items():
+            plans = (
+                whole if bench is None else {s: p for (b, s), p in per_bench.items() if b == bench}
+            )
+            self.splits[config] = dict(sorted(plans.items()))
+        for config in self.task_config:
+            plans = {s: p for (k, s), p in per_task.items() if k == config}
+            self.splits[config] = dict(sorted(plans.items()))
+
+    def items_of(self, config: str, items: Iterable[Item]) -> Iterable[Item]:
+        """The items of a config, in order (a filtered read of a table)."""
+        if config in self.bench_config:
+            bench = self.bench_config[config]
+            return items if bench is None else where(items, "benchmark", bench)
+        return where(items, "task", self.task_config[config])
 
 
 @EXPORTERS.register("hf")
@@ -124,22 +227,31 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
     features = hf_features()
     meta = json.dumps({"info": {"features": features.to_dict()}}).encode()
     yaml_features = features._to_yaml_list()
+    plan = _Plan(ctx.items, ctx.resolve, limit)
+    writers: dict[tuple[str, str], _SplitWriter] = {}
+    for config, splits in plan.splits.items():  # a pass per config, its splits side by side
+        now = {split: _SplitWriter(config, split, p, ctx, meta, out) for split, p in splits.items()}
+        try:
+            for item in plan.items_of(config, ctx.items):
+                now[item.split or "test"].add(item)
+            if not all(w.done for w in now.values()):
+                raise RuntimeError(f"hf export: the items of config {config} changed")
+        except BaseException:
+            for w in now.values():
+                w.abort()
+            raise
+        writers.update({(config, split): w for split, w in now.items()})
     configs, infos, counts, files = [], [], {}, []
-    for n, (config, items) in enumerate(_configs(ctx.items).items()):
+    for n, (config, splits) in enumerate(plan.splits.items()):
         data_files, splits_info = [], []
         download = dataset = 0
-        for split in sorted({i.split or "test" for i in items}):
-            part = [i for i in items if (i.split or "test") == split]
-            shards = _shards(part, ctx.resolve, limit)
-            num_bytes = 0
-            for k, shard in enumerate(shards):
-                rel = f"data/{config}/{split}-{k:05d}-of-{len(shards):05d}.parquet"
-                num_bytes += _write_shard(shard, ctx.resolve, meta, out / rel)
-                download += (out / rel).stat().st_size
-                files.append(rel)
-            dataset += num_bytes
+        for split, p in splits.items():
+            w = writers[(config, split)]
+            files += [w.rel(k) for k in range(len(p.lengths))]
+            download += w.download
+            dataset += w.num_bytes
             data_files.append({"split": split, "path": f"data/{config}/{split}-*"})
-            splits_info.append({"name": split, "num_bytes": num_bytes, "num_examples": len(part)})
+            splits_info.append({"name": split, "num_bytes": w.num_bytes, "num_examples": p.count})
         entry: dict = {"config_name": config, "data_files": data_files}
         if n == 0:
             entry = {"config_name": config, "default": True, "data_files": data_files}
@@ -153,12 +265,12 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
                 "dataset_size": dataset,
             }
         )
-        counts[config] = len(items)
-    plots = card_plots(ctx.items)
+        counts[config] = sum(p.count for p in splits.values())
+    plots = card_plots(plan.stats)
     for fname, png in plots.items():
         write_bytes(out / "assets" / fname, png)
     card = dataset_card(
-        ctx.items,
+        plan.stats,
         ctx.manifests,
         ctx.recipe_yaml,
         ctx.name,
@@ -169,4 +281,4 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
         config_items=counts,
     )
     write_text(out / "README.md", card)
-    return {"items": len(ctx.items), "configs": list(counts), "files": files, "plots": len(plots)}
+    return {"items": plan.stats.total, "configs": list(counts), "files": files, "plots": len(plots)}

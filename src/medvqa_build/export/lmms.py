@@ -66,9 +66,15 @@ def export_lmms(ctx: ExportContext, out: Path) -> dict:
     name = check_export_name(ctx.name)
     dataset_path = ctx.options.get("dataset_path", name)
     split = ctx.options.get("split", "test")
+    kinds = {"mcq": is_mcq, "grounding": is_grounding}
+    present: set[str] = set()
+    for item in ctx.items:  # one pass, stopped once every kind is seen
+        present.update(kind for kind, keep in kinds.items() if keep(item))
+        if len(present) == len(kinds):
+            break
     written = []
-    for kind, keep in (("mcq", is_mcq), ("grounding", is_grounding)):
-        if any(keep(i) for i in ctx.items):
+    for kind in kinds:
+        if kind in present:
             fname = f"{slug(name)}_{kind}.yaml"
             write_text(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
             written.append(fname)

@@ -18,8 +18,10 @@ from .base import EXPORTERS, ExportContext
 from .common import (
     LETTERS,
     ImageCopier,
+    JsonListWriter,
     answer_letters,
     check_export_name,
+    column_values,
     is_grounding,
     is_mcq,
     require_items,
@@ -30,24 +32,32 @@ from .common import (
 
 @EXPORTERS.register("medsg")
 def export_medsg(ctx: ExportContext, out: Path) -> dict:
+    """One pass for the task names, one to write: every ``TaskN.json`` is filled at once."""
     copier = ImageCopier(out, ctx.resolve)
-    tasks = sorted({i.task for i in ctx.items})
-    index = {}
-    for n, task in enumerate(tasks, start=1):
-        records = []
-        for item in (i for i in ctx.items if i.task == task):
+    tasks = sorted(set(column_values(ctx.items, "task")))
+    number = {task: n for n, task in enumerate(tasks, start=1)}
+    files = {task: JsonListWriter(out / f"Task{n}.json") for task, n in number.items()}
+    try:
+        for item in ctx.items:
+            n = number[item.task]
             images = [copier(ref, folder=f"Task{n}") for ref in item.images]
             w, h = copier.size(item.images[-1])
-            record = {"task": slug(task), "images": images, "question": item.question}
+            record = {"task": slug(item.task), "images": images, "question": item.question}
             if is_grounding(item):
                 record["answer"] = list(xyxy_to_abs(item.answer_bbox, w, h))
             else:
                 record["options"] = list(item.options)
                 record["answer"] = item.answer
             record["size"] = [w, h]
-            records.append(record)
-        write_json(out / f"Task{n}.json", records)
-        index[f"Task{n}"] = {"task": task, "items": len(records)}
+            files[item.task].append(record)
+    except BaseException:
+        for f in files.values():
+            f.abort()
+        raise
+    index = {}
+    for task, n in number.items():
+        files[task].close()
+        index[f"Task{n}"] = {"task": task, "items": files[task].count}
     write_json(out / "tasks.json", index)
     return {"tasks": index}
 
@@ -57,19 +67,22 @@ def export_spinebench(ctx: ExportContext, out: Path) -> dict:
     name = check_export_name(ctx.name)
     items = require_items(ctx.items, "spinebench", is_mcq, "multiple-choice")
     copier = ImageCopier(out, ctx.resolve)
-    records = []
-    for item in items:
-        images = [copier(ref) for ref in item.images]
-        record = {
-            "image": images[0],
-            "task": slug(item.task),
-            "question": item.question,
-            "options": list(item.options),
-            "answers": [item.options[LETTERS.index(a)] for a in answer_letters(item.answer)],
-            "answer": item.answer,
-        }
-        if len(images) > 1:
-            record["images"] = images
-        records.append(record)
-    write_json(out / f"{name}.json", records)
-    return {"records": len(records), "left_out_not_mcq": len(ctx.items) - len(items)}
+    total = 0
+    with JsonListWriter(out / f"{name}.json") as records:  # written record by record
+        for item in ctx.items:
+            total += 1
+            if not items.keep(item):
+                continue
+            images = [copier(ref) for ref in item.images]
+            record = {
+                "image": images[0],
+                "task": slug(item.task),
+                "question": item.question,
+                "options": list(item.options),
+                "answers": [item.options[LETTERS.index(a)] for a in answer_letters(item.answer)],
+                "answer": item.answer,
+            }
+            if len(images) > 1:
+                record["images"] = images
+            records.append(record)
+    return {"records": records.count, "left_out_not_mcq": total - records.count}

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import io
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from ..records import Item
-from .common import answer_letters
+from .card import CardStats, card_stats
 
 
 def _bar(ax, counts: Counter, title: str) -> None:
@@ -25,12 +25,9 @@ def _bar(ax, counts: Counter, title: str) -> None:
     ax.set_xlabel("items", fontsize=8)
 
 
-def _letters(ax, items: Sequence[Item]) -> None:
-    tasks = sorted({i.task for i in items})
-    hist: dict[str, Counter] = {t: Counter() for t in tasks}
-    for item in items:
-        if item.options:
-            hist[item.task].update(answer_letters(item.answer))
+def _letters(ax, stats: CardStats) -> None:
+    tasks = sorted(stats.plot_letters)
+    hist: dict[str, Counter] = stats.plot_letters
     letters = sorted({k for c in hist.values() for k in c})
     left = [0] * len(tasks)
     cmap = ["#4472c4", "#ed7d31", "#a5a5a5", "#ffc000", "#5b9bd5", "#70ad47", "#264478", "#9e480e"]
@@ -47,8 +44,9 @@ def _letters(ax, items: Sequence[Item]) -> None:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="answer")
 
 
-def card_plots(items: Sequence[Item]) -> dict[str, bytes]:
-    """``{file name: PNG bytes}``; empty when matplotlib is not installed."""
+def card_plots(items: Iterable[Item] | CardStats) -> dict[str, bytes]:
+    """``{file name: PNG bytes}``; empty when matplotlib is not installed. ``items``: the items
+    (read once) or their :class:`~.card.CardStats`."""
     try:
         import matplotlib
 
@@ -56,17 +54,12 @@ def card_plots(items: Sequence[Item]) -> dict[str, bytes]:
         import matplotlib.pyplot as plt
     except ImportError:
         return {}
+    stats = card_stats(items)
     panels = {
-        "distribution_task.png": lambda ax: _bar(
-            ax, Counter(i.task for i in items), "items per task"
-        ),
-        "distribution_scene.png": lambda ax: _bar(
-            ax, Counter(i.scene or "-" for i in items), "items per scene"
-        ),
-        "distribution_source.png": lambda ax: _bar(
-            ax, Counter(i.source for i in items), "items per source"
-        ),
-        "answer_letters.png": lambda ax: _letters(ax, items),
+        "distribution_task.png": lambda ax: _bar(ax, stats.task, "items per task"),
+        "distribution_scene.png": lambda ax: _bar(ax, stats.scene, "items per scene"),
+        "distribution_source.png": lambda ax: _bar(ax, stats.source, "items per source"),
+        "answer_letters.png": lambda ax: _letters(ax, stats),
     }
     out = {}
     with matplotlib.rc_context(

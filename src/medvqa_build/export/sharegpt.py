@@ -18,6 +18,7 @@ from .base import EXPORTERS, ExportContext
 from .common import (
     LETTERS,
     ImageCopier,
+    JsonListWriter,
     answer_letters,
     check_export_name,
     is_grounding,
@@ -66,31 +67,30 @@ def export_sharegpt(ctx: ExportContext, out: Path) -> dict:
         )
     style = ctx.options.get("answer", "letter_text")
     copier = ImageCopier(out, ctx.resolve)
-    records = []
-    for item in ctx.items:
-        conv = convention or item.coord_format or "abs"
-        if "<image>" in item.question or any("<image>" in o for o in item.options):
-            raise UsageError(
-                f"item {item.item_id} contains the text '<image>', which LLaMA-Factory reads "
-                "as an image placeholder",
-                fix="change the template or option text",
-            )
-        images = [copier(ref) for ref in item.images]
-        size = copier.size(item.images[-1])
-        human = "<image>" * len(images) + _prompt(item, conv)
-        records.append(
-            {
-                "id": item.item_id,
-                "conversations": [
-                    {"from": "human", "value": human},
-                    {"from": "gpt", "value": _answer(item, conv, size, style)},
-                ],
-                "images": images,
-                "task": item.task,
-            }
-        )
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / f"{name}.json", records)
+    with JsonListWriter(out / f"{name}.json") as records:  # written record by record
+        for item in ctx.items:
+            conv = convention or item.coord_format or "abs"
+            if "<image>" in item.question or any("<image>" in o for o in item.options):
+                raise UsageError(
+                    f"item {item.item_id} contains the text '<image>', which LLaMA-Factory "
+                    "reads as an image placeholder",
+                    fix="change the template or option text",
+                )
+            images = [copier(ref) for ref in item.images]
+            size = copier.size(item.images[-1])
+            human = "<image>" * len(images) + _prompt(item, conv)
+            records.append(
+                {
+                    "id": item.item_id,
+                    "conversations": [
+                        {"from": "human", "value": human},
+                        {"from": "gpt", "value": _answer(item, conv, size, style)},
+                    ],
+                    "images": images,
+                    "task": item.task,
+                }
+            )
     write_json(
         out / "dataset_info.json",
         {
@@ -107,4 +107,4 @@ def export_sharegpt(ctx: ExportContext, out: Path) -> dict:
             }
         },
     )
-    return {"records": len(records), "images": len(set(i for r in records for i in r["images"]))}
+    return {"records": records.count, "images": copier.written}

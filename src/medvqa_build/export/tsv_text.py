@@ -18,7 +18,7 @@ exactly one pair always gives the original text back.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 # pandas._libs.parsers.STR_NA_VALUES (pandas 2.x / 3.x); tests check this against pandas.
 NA_TEXTS = frozenset(
@@ -81,8 +81,32 @@ def decode_cell(cell: str) -> str:
     return cell
 
 
+def _plain_typed(text: str) -> bool:
+    return text == _core(text) and looks_typed(text)
+
+
 def encode_column(texts: Sequence[str | None]) -> list[str]:
     """Encode one column; ``None`` stays an empty cell (a missing option, read back as NaN)."""
     present = [t for t in texts if t is not None]
-    typed = bool(present) and all(t == _core(t) and looks_typed(t) for t in present)
+    typed = bool(present) and all(_plain_typed(t) for t in present)
     return ["" if t is None else encode_cell(t, typed) for t in texts]
+
+
+class TypedColumns:
+    """What :func:`encode_column` decides for whole columns, gathered a cell at a time: a
+    column is typed when it has a cell and every cell looks typed. Encode with
+    :meth:`encode` once every cell of the file was :meth:`add`-ed."""
+
+    def __init__(self) -> None:
+        self._typed: dict[Hashable, bool] = {}
+
+    def add(self, column: Hashable, text: str | None) -> None:
+        if text is not None:
+            self._typed[column] = self._typed.get(column, True) and _plain_typed(text)
+
+    def typed(self, column: Hashable) -> bool:
+        return self._typed.get(column, False)
+
+    def encode(self, column: Hashable, text: str | None) -> str:
+        """The cell :func:`encode_column` gives ``text`` in its column."""
+        return "" if text is None else encode_cell(text, self.typed(column))

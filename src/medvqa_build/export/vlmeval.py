@@ -21,7 +21,9 @@ import csv
 import hashlib
 import logging
 import os
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
@@ -31,7 +33,7 @@ from ..records import Item
 from ..schema import atomic_path
 from .base import EXPORTERS, ExportContext
 from .common import LETTERS, answer_letters, check_export_name, is_mcq, require_items, write_bytes
-from .tsv_text import encode_column
+from .tsv_text import TypedColumns
 
 log = logging.getLogger(__name__)
 CIRCULAR_STEP = 1_000_000
@@ -47,16 +49,18 @@ class _Row:
     answer: str
 
 
-def _rotations(index: int, item: Item, circular: bool) -> list[_Row]:
-    rows = [_Row(index, item, item.options, item.answer)]
+def _rotation(index: int, item: Item, k: int) -> _Row:
+    """Copy ``k`` of an item (0: the item itself), options turned ``k`` places."""
+    if k == 0:
+        return _Row(index, item, item.options, item.answer)
     n = len(item.options)
-    if not circular:
-        return rows
-    for k in range(1, n):
-        options = tuple(item.options[(j + k) % n] for j in range(n))
-        letters = sorted(LETTERS[(LETTERS.index(a) - k) % n] for a in answer_letters(item.answer))
-        rows.append(_Row(index + k * CIRCULAR_STEP, item, options, ",".join(letters)))
-    return rows
+    options = tuple(item.options[(j + k) % n] for j in range(n))
+    letters = sorted(LETTERS[(LETTERS.index(a) - k) % n] for a in answer_letters(item.answer))
+    return _Row(index + k * CIRCULAR_STEP, item, options, ",".join(letters))
+
+
+def _rotations(index: int, item: Item, circular: bool) -> list[_Row]:
+    return [_rotation(index, item, k) for k in range(len(item.options) if circular else 1)]
 
 
 def _category(item: Item) -> str:
@@ -102,7 +106,7 @@ class _Md5File:
 
     def __init__(self, path: Path):
         self.path, self.tmp = path, atomic_path(path)
-        # closed by close() (or by the caller on error): the file outlives this block
+        # closed by close() or abort(): the file outlives this block
         self.fh = open(self.tmp, "w", encoding="utf-8", newline="")  # noqa: SIM115
         self.md5 = hashlib.md5()
 
@@ -115,103 +119,118 @@ class _Md5File:
         os.replace(self.tmp, self.path)
         return self.md5.hexdigest()
 
+    def abort(self) -> None:
+        self.fh.close()
+        self.tmp.unlink(missing_ok=True)
 
-def _write_part(
-    rows: list[_Row], images: _Images, ctx: ExportContext, n_opt: int, path: Path
-) -> tuple[str, int]:
-    """Write one TSV part row by row; ``(md5 of the file, cells quoted for pandas)``."""
-    name = ctx.name
-    first_row: dict[str, int] = {}  # content digest -> index of the row holding the base64
-    image_cells: list[str | None] = []  # None: the row's own base64, made when written
-    path_cells = []
-    for row in rows:
+
+def _text_cells(item: Item) -> dict[str, str | None]:
+    return {
+        "question": item.question,
+        "category": _category(item),
+        "l2-category": item.task,
+        "task": item.task,
+        "subtask": item.subtask,
+        "scene": item.scene or None,
+        "dataset": item.source,
+        "gt": item.gt,
+    }
+
+
+@dataclass
+class _Part:
+    """One TSV part: where it starts (index of its first item), how many rows it gets, and
+    which of its columns pandas would read as typed (all its cells seen in the plan)."""
+
+    first: int
+    rows: int = 0
+    columns: TypedColumns = field(default_factory=TypedColumns)
+
+    def add(self, group: list[_Row]) -> None:
+        self.rows += len(group)
+        for column, text in _text_cells(group[0].item).items():
+            self.columns.add(column, text)
+        for row in group:
+            for k, option in enumerate(row.options):
+                self.columns.add(k, option)
+
+
+class _PartWriter:
+    """Writes one part row by row (each row's base64 made as it is written)."""
+
+    HEADER = ["index", "image", "image_path", "question"]
+    TAIL = ["answer", *TEXT_COLUMNS[1:]]
+
+    def __init__(self, part: _Part, images: _Images, ctx: ExportContext, n_opt: int, path: Path):
+        self.part, self.images, self.ctx, self.n_opt = part, images, ctx, n_opt
+        self.first_row: dict[str, int] = {}  # content digest -> index of the row holding it
+        self.written = 0
+        self.rewritten = 0  # cells quoted for pandas
+        self.out = _Md5File(path)
+        self.writer = csv.writer(
+            self.out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL
+        )
+        self.writer.writerow([*self.HEADER, *LETTERS[:n_opt], *self.TAIL])
+
+    @property
+    def done(self) -> bool:
+        return self.written == self.part.rows
+
+    def write(self, row: _Row) -> None:
+        name, images, columns = self.ctx.name, self.images, self.part.columns
         refs = row.item.images
-        suffixes = [export_suffix(ctx.resolve(r)) for r in refs]
+        suffixes = [export_suffix(self.ctx.resolve(r)) for r in refs]
         if len(refs) == 1:
             digest = images.info(refs[0])[1]
-            if digest in first_row:
-                image_cells.append(str(first_row[digest]))
+            if digest in self.first_row:
+                image = str(self.first_row[digest])
             else:
-                first_row[digest] = row.index
-                image_cells.append(None)
-            path_cells.append(f"{name}_{row.index}{suffixes[0]}")
+                self.first_row[digest] = row.index
+                image = images.b64(refs[0])
+            image_path = f"{name}_{row.index}{suffixes[0]}"
         else:
-            image_cells.append(None)
-            path_cells.append(repr([f"{name}_{row.index}_{k}{s}" for k, s in enumerate(suffixes)]))
-    columns = {
-        letter: encode_column([r.options[k] if k < len(r.options) else None for r in rows])
-        for k, letter in enumerate(LETTERS[:n_opt])
-    }
-    text = {
-        "question": [r.item.question for r in rows],
-        "category": [_category(r.item) for r in rows],
-        "l2-category": [r.item.task for r in rows],
-        "task": [r.item.task for r in rows],
-        "subtask": [r.item.subtask for r in rows],
-        "scene": [r.item.scene or None for r in rows],
-        "dataset": [r.item.source for r in rows],
-        "gt": [r.item.gt for r in rows],
-    }
-    encoded_text = {k: encode_column(v) for k, v in text.items()}
-    rewritten = sum(
-        1
-        for k, v in text.items()
-        for a, b in zip(v, encoded_text[k], strict=True)
-        if (a or "") != b
-    )
-    rewritten += sum(
-        1
-        for k, letter in enumerate(LETTERS[:n_opt])
-        for r, cell in zip(rows, columns[letter], strict=True)
-        if k < len(r.options) and cell != r.options[k]
-    )
-    out = _Md5File(path)
-    try:
-        writer = csv.writer(out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-        writer.writerow(
+            image = repr([images.b64(r) for r in refs])
+            image_path = repr([f"{name}_{row.index}_{k}{s}" for k, s in enumerate(suffixes)])
+        text = _text_cells(row.item)
+        encoded = {k: columns.encode(k, v) for k, v in text.items()}
+        self.rewritten += sum(1 for k, v in text.items() if (v or "") != encoded[k])
+        options = []
+        for k in range(self.n_opt):
+            option = row.options[k] if k < len(row.options) else None
+            options.append(columns.encode(k, option))
+            self.rewritten += option is not None and options[-1] != option
+        self.writer.writerow(
             [
-                "index",
-                "image",
-                "image_path",
-                "question",
-                *LETTERS[:n_opt],
-                "answer",
-                "category",
-                "l2-category",
-                "task",
-                "subtask",
-                "scene",
-                "dataset",
-                "gt",
+                row.index,
+                image,
+                image_path,
+                encoded["question"],
+                *options,
+                row.answer,
+                *(encoded[c] for c in TEXT_COLUMNS[1:]),
             ]
         )
-        for j, row in enumerate(rows):
-            refs = row.item.images
-            image = image_cells[j]
-            if image is None:
-                image = (
-                    images.b64(refs[0]) if len(refs) == 1 else repr([images.b64(r) for r in refs])
-                )
-            writer.writerow(
-                [
-                    row.index,
-                    image,
-                    path_cells[j],
-                    encoded_text["question"][j],
-                    *(columns[letter][j] for letter in LETTERS[:n_opt]),
-                    row.answer,
-                    *(encoded_text[c][j] for c in TEXT_COLUMNS[1:]),
-                ]
-            )
-    except BaseException:
-        out.fh.close()
-        out.tmp.unlink(missing_ok=True)
-        raise
-    return out.close(), rewritten
+        self.written += 1
+
+    def close(self) -> str:
+        return self.out.close()
+
+    def abort(self) -> None:
+        self.out.abort()
 
 
 def _row_bytes(row: _Row, images: _Images) -> int:
     return sum(images.info(r)[0] for r in row.item.images) + 4 * len(row.item.question) + 1024
+
+
+def _ordered_rows(items: Iterable[Item], circular: bool, n_opt: int) -> Iterator[tuple[int, _Row]]:
+    """``(item index, row)`` for every row in the order of its part file: the items in order,
+    or with ``circular`` the originals first, then each rotation (a pass over the items per
+    rotation)."""
+    for k in range(n_opt if circular else 1):
+        for index, item in enumerate(items):
+            if k < len(item.options):
+                yield index, _rotation(index, item, k)
 
 
 @EXPORTERS.register("vlmeval")
@@ -220,41 +239,81 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
 
     Options: ``circular`` (bool, default false), ``part_size_mb`` (default 1000).
     Box-answer items are not MCQ and are left out (counted in the stats).
+
+    Two passes over the items (with ``circular``, one more per extra rotation): the first
+    cuts the parts and decides each column's quoting, the next write the rows.
     """
     name = check_export_name(ctx.name)
     items = require_items(ctx.items, "vlmeval", is_mcq, "multiple-choice")
     circular = bool(ctx.options.get("circular", False))
     limit = float(ctx.options.get("part_size_mb", 1000)) * 1e6
-    n_opt = max((len(i.options) for i in items), default=4)
-    if n_opt > len(LETTERS):
-        raise UsageError(f"an item has {n_opt} options; VLMEvalKit option columns are A..Z")
     images = _Images(ctx.resolve)
-    parts: list[list[_Row]] = [[]]
-    size = 0
-    for index, item in enumerate(items):
+    parts: list[_Part] = [_Part(0)]
+    size = kept = total = 0
+    n_opt = None
+    for item in ctx.items:
+        total += 1
+        if not is_mcq(item):
+            continue
+        index, kept = kept, kept + 1
+        n_opt = max(n_opt or 0, len(item.options))
+        if n_opt > len(LETTERS):  # refused below, once the largest count is known
+            continue
         group = _rotations(index, item, circular)
         group_size = sum(_row_bytes(r, images) for r in group)
-        if parts[-1] and size + group_size > limit:
-            parts.append([])
+        if parts[-1].rows and size + group_size > limit:
+            parts.append(_Part(index))
             size = 0
-        parts[-1].extend(group)
+        parts[-1].add(group)
         size += group_size
+    n_opt = 4 if n_opt is None else n_opt
+    if n_opt > len(LETTERS):
+        raise UsageError(f"an item has {n_opt} options; VLMEvalKit option columns are A..Z")
     out.mkdir(parents=True, exist_ok=True)
-    md5, rewritten = {}, 0
-    for k, rows in enumerate(parts, start=1):
-        if circular:  # originals first, then each rotation, as VLMEvalKit's circular TSVs are
-            rows = sorted(rows, key=lambda r: (r.index // CIRCULAR_STEP, r.index))
-        fname = f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
-        md5[fname], n = _write_part(rows, images, ctx, n_opt, out / fname)
-        rewritten += n
+    names = [
+        f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
+        for k in range(1, len(parts) + 1)
+    ]
+    writers: list[_PartWriter | None] = [None] * len(parts)
+    md5: dict[str, str] = {}
+    rewritten = 0
+
+    def finish(p: int) -> None:
+        nonlocal rewritten
+        md5[names[p]] = writers[p].close()
+        rewritten += writers[p].rewritten
+
+    starts = [part.first for part in parts]
+    try:
+        for index, row in _ordered_rows(items, circular, n_opt):
+            p = bisect_right(starts, index) - 1
+            if writers[p] is None:
+                writers[p] = _PartWriter(parts[p], images, ctx, n_opt, out / names[p])
+            writers[p].write(row)
+            if writers[p].done:
+                finish(p)
+        if any(
+            (w.written if w else 0) != part.rows for w, part in zip(writers, parts, strict=True)
+        ):
+            raise RuntimeError("vlmeval export: the items changed between passes")
+        for p, part in enumerate(parts):  # a part with no rows: the header alone
+            if writers[p] is None:
+                writers[p] = _PartWriter(part, images, ctx, n_opt, out / names[p])
+                finish(p)
+    except BaseException:
+        for w in writers:
+            if w is not None and not w.out.fh.closed:
+                w.abort()
+        raise
+    md5 = {n: md5[n] for n in names}
     write_bytes(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
     if rewritten:
         log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
     return {
-        "rows": sum(len(p) for p in parts),
-        "items": len(items),
+        "rows": sum(p.rows for p in parts),
+        "items": kept,
         "parts": list(md5),
         "md5": md5,
-        "left_out_not_mcq": len(ctx.items) - len(items),
+        "left_out_not_mcq": total - kept,
         "quoted_cells": rewritten,
     }
