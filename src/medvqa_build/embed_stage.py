@@ -8,6 +8,7 @@ Vectors come from the shared cache when the same content was embedded before, by
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -34,14 +35,14 @@ def needs_embeddings(recipe) -> bool:
 def embed_stage(
     recipe,
     out: Path,
-    samples: list[Sample],
+    samples: Iterable[Sample],
     roots,
     convert_fps,
     stages: list[StageResult],
     progress: bool,
     force: bool = False,
     executor=None,
-) -> dict[str, np.ndarray] | None:
+) -> Mapping[str, np.ndarray] | None:
     """``sample_id -> vector`` for every sample that could be decoded, or ``None`` when no task
     needs embeddings. Samples that cannot be decoded are listed in ``unembedded.json``.
     ``executor`` (see :mod:`medvqa_build.executors`) computes the vectors not yet cached."""
@@ -103,4 +104,41 @@ def embed_stage(
     ids = json.loads((st.path / "sample_ids.json").read_text())
     # memory-mapped: rows are read when a sampler needs them, not all up front
     vectors = np.load(st.path / "embeddings.npy", mmap_mode="r")
-    return dict(zip(ids, vectors, strict=True))
+    return EmbeddingLookup(ids, vectors)
+
+
+class EmbeddingLookup(Mapping[str, np.ndarray]):
+    """``sample_id -> vector`` over the memory-mapped embedding matrix: the ids are kept as one
+    sorted fixed-width array (no dict entry or array view per sample), rows read on demand."""
+
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray):
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+        keys = np.asarray(ids, dtype=str) if len(ids) else np.array([], dtype="<U1")
+        self._order = np.argsort(keys, kind="stable")
+        self._keys = keys[self._order]
+        self._ids = keys
+        self.vectors = vectors
+
+    def _row(self, sample_id) -> int | None:
+        if not isinstance(sample_id, str) or not len(self._keys):
+            return None
+        pos = int(np.searchsorted(self._keys, sample_id))
+        if pos < len(self._keys) and self._keys[pos] == sample_id:
+            return int(self._order[pos])
+        return None
+
+    def __getitem__(self, sample_id: str) -> np.ndarray:
+        row = self._row(sample_id)
+        if row is None:
+            raise KeyError(sample_id)
+        return self.vectors[row]
+
+    def __contains__(self, sample_id: object) -> bool:
+        return self._row(sample_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(k) for k in self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)

@@ -3,13 +3,19 @@
 Candidates are taken round-robin over truth labels (each label's candidates in seeded random
 order) until the task's quota is met, so classes are balanced as far as the data allows.
 Items that cannot get enough distinct options are reported as dropped, never emitted short.
+
+Memory stays bounded for the tasks that ask about one sample at a time (``per_sample``
+generators, most of them): the pool is streamed once into a compact plan (sample id,
+position and truth of each candidate), then items are made in blocks, fetching only the
+block's samples. Multi-image tasks (MedSG) pair samples across the pool and hold it.
 """
 
 from __future__ import annotations
 
 import string
+from array import array
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +30,7 @@ from .ontology import Ontology
 from .recipe import Recipe, TaskSpec
 from .records import Item, Sample
 from .rng import rng_for
+from .tables import as_sample_source
 from .tasks import TASKS, Candidate, GenContext, ItemProblem
 
 LETTERS = string.ascii_uppercase
@@ -37,10 +44,12 @@ class GenerateResult:
     count: int = 0  # items made (kept here or given to the sink)
 
 
-def _round_robin(cands: list[Candidate], rng) -> list[Candidate]:
-    by_truth: dict[str, list[Candidate]] = defaultdict(list)
-    for c in cands:
-        by_truth[c.truth].append(c)
+def _round_robin(truths: Sequence[str], rng) -> list[int]:
+    """Candidate positions, one truth label after another (labels sorted, each label's
+    candidates in seeded random order), so classes are balanced as far as the data allows."""
+    by_truth: dict[str, list[int]] = defaultdict(list)
+    for k, truth in enumerate(truths):
+        by_truth[truth].append(k)
     queues = []
     for truth in sorted(by_truth):
         group = by_truth[truth]
@@ -51,32 +60,130 @@ def _round_robin(cands: list[Candidate], rng) -> list[Candidate]:
     return order
 
 
-def _fit(sampler, spec: TaskSpec, gen, pool: Sequence[Sample], embeddings, seed: int) -> None:
+BLOCK = 4096  # candidates turned into items per block (their samples are fetched together)
+
+
+@dataclass(frozen=True, slots=True)
+class _FitRef:
+    """What a visual sampler's fit reads of a sample (its table keeps no Sample objects)."""
+
+    sample_id: str
+    source: str
+    modality: str
+    group_id: str
+
+
+@dataclass
+class _Task:
+    """One task being generated: its generator, sampler and pool filter, and for a
+    ``per_sample`` task the plan of its pool, filled by :func:`_plan_pools`: every candidate
+    as (sample row, position among that sample's candidates, truth code), a few bytes each,
+    one sample per answer of each source (enough for the vocabulary) and what a visual
+    sampler is fitted on. No other Sample of the pool is kept."""
+
+    spec: TaskSpec
+    gen: object
+    sampler: object
+    sources: list[str]
+    visual: bool
+    groups: frozenset[str]  # groups the pool must avoid (the benchmark's, for "train" tasks)
+    rows: array = field(default_factory=lambda: array("q"))
+    ordinals: array = field(default_factory=lambda: array("i"))
+    truth_codes: array = field(default_factory=lambda: array("i"))
+    truth_names: dict[str, int] = field(default_factory=dict)
+    vocab_samples: dict[str, dict[str, Sample]] = field(default_factory=dict)
+    fit_refs: list[_FitRef] = field(default_factory=list)
+    fit_labels: list[str | None] = field(default_factory=list)
+
+    def in_pool(self, s: Sample) -> bool:
+        return s.source in self.sources and self.spec.accepts(s) and s.group_id not in self.groups
+
+
+def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
+    """One streaming pass over the samples plans every ``per_sample`` task of a phase."""
+    for task in tasks:
+        task.vocab_samples = {src: {} for src in task.sources}
+    for batch in source.numbered_batches():
+        for row, s in batch:
+            for task in tasks:
+                if not task.in_pool(s):
+                    continue
+                cands = task.gen.candidates([s])
+                for k, c in enumerate(cands):
+                    task.rows.append(row)
+                    task.ordinals.append(k)
+                    task.truth_codes.append(
+                        task.truth_names.setdefault(c.truth, len(task.truth_names))
+                    )
+                    # a per-sample task's vocabulary is the set of its candidates' truths (plus
+                    # fixed extras), so one sample per truth gives the same vocabulary
+                    task.vocab_samples[s.source].setdefault(c.truth, s)
+                if task.visual and s.sample_id in embeddings:
+                    task.fit_refs.append(_FitRef(s.sample_id, s.source, s.modality, s.group_id))
+                    task.fit_labels.append(cands[0].truth if cands else None)
+
+
+def _fit(sampler, spec: TaskSpec, refs, labels, embeddings, seed: int) -> None:
     """Give a visual sampler the embedded samples of the task's pool, labelled by their truth."""
-    if embeddings is None:
-        raise RecipeError(
-            f"task {spec.name!r}: strategy {spec.negatives.strategy!r} needs image embeddings",
-            fix="this is a bug: the pipeline embeds samples when a visual strategy is used",
-        )
-    fit_samples, labels = [], []
-    for s in pool:
-        if s.sample_id in embeddings:
-            truths = [c.truth for c in gen.candidates([s])]
-            fit_samples.append(s)
-            labels.append(truths[0] if truths else None)
-    if not fit_samples:
+    if not refs:
         raise RecipeError(f"task {spec.name!r}: none of its samples could be embedded")
-    vectors = np.stack([embeddings[s.sample_id] for s in fit_samples])
-    sampler.fit(fit_samples, vectors, labels, rng=rng_for(seed, "fit", spec.name))
+    vectors = np.stack([embeddings[r.sample_id] for r in refs])
+    sampler.fit(refs, vectors, labels, rng=rng_for(seed, "fit", spec.name))
 
 
-def _groups(item: Item, samples_by_id: dict[str, Sample]) -> list[str]:
-    return [samples_by_id[s].group_id for s in item.sample_ids if s in samples_by_id]
+def _no_embeddings(spec: TaskSpec) -> RecipeError:
+    return RecipeError(
+        f"task {spec.name!r}: strategy {spec.negatives.strategy!r} needs image embeddings",
+        fix="this is a bug: the pipeline embeds samples when a visual strategy is used",
+    )
+
+
+def _planned_candidates(task: _Task, order: list[int], source) -> Iterable[Candidate]:
+    """The candidates at ``order``, rebuilt block by block from freshly fetched samples."""
+    names = list(task.truth_names)
+    for start in range(0, len(order), BLOCK):
+        block = order[start : start + BLOCK]
+        found = source.take(task.rows[k] for k in block)
+        cands: dict[int, list[Candidate]] = {}
+        for k in block:
+            row = task.rows[k]
+            if row not in cands:
+                cands[row] = task.gen.candidates([found[row]])
+            cand = cands[row][task.ordinals[k]]
+            if cand.truth != names[task.truth_codes[k]]:  # the table changed: never guess
+                raise RuntimeError(f"sample {cand.sample.sample_id!r} changed during generate")
+            yield cand
+
+
+def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
+    """``(vocab, pool, candidates in round-robin order)`` of one task."""
+    spec, gen = task.spec, task.gen
+    if gen.per_sample:  # planned by the phase's shared pass
+        vocab = {s: gen.vocabulary(list(task.vocab_samples[s].values())) for s in task.sources}
+        if task.visual:
+            _fit(task.sampler, spec, task.fit_refs, task.fit_labels, embeddings, seed)
+        names = list(task.truth_names)
+        order = _round_robin([names[c] for c in task.truth_codes], rng)
+        task.fit_refs, task.fit_labels, task.vocab_samples = [], [], {}
+        return vocab, (), _planned_candidates(task, order, source)
+    # multi-image tasks pair samples across the pool: it is held while the task runs
+    pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))
+    vocab = {src: gen.vocabulary([s for s in pool if s.source == src]) for src in task.sources}
+    if task.visual:
+        refs, labels = [], []
+        for s in pool:
+            if s.sample_id in embeddings:
+                truths = [c.truth for c in gen.candidates([s])]
+                refs.append(_FitRef(s.sample_id, s.source, s.modality, s.group_id))
+                labels.append(truths[0] if truths else None)
+        _fit(task.sampler, spec, refs, labels, embeddings, seed)
+    cands = gen.candidates(pool)
+    return vocab, pool, (cands[k] for k in _round_robin([c.truth for c in cands], rng))
 
 
 def generate_items(
     recipe: Recipe,
-    samples: Sequence[Sample],
+    samples: Iterable[Sample],
     manifests: dict[str, SourceManifest],
     progress: bool = True,
     embeddings: dict[str, np.ndarray] | None = None,
@@ -86,75 +193,122 @@ def generate_items(
 ) -> GenerateResult:
     """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
     visual negative strategies; ``out_dir`` receives images a task synthesises. With ``sink``
-    each item is handed to it as it is made (e.g. written out) instead of kept in memory."""
+    each item is handed to it as it is made (e.g. written out) instead of kept in memory.
+
+    ``samples`` may be a list or a :class:`~medvqa_build.tables.SampleTable`; a table is
+    read a batch at a time and never held whole (except by multi-image tasks)."""
     result = GenerateResult()
     keep = sink if sink is not None else result.items.append
-    samples_by_id = {s.sample_id: s for s in samples}
+    source = as_sample_source(samples)
     slots = BalancedSlots(rng_for(recipe.seed, "answer-slots"))
     ontologies = {sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()}
     test_groups: set[str] = set()  # groups of the benchmark items made so far
     # benchmark tasks first, so instruction-tuning ("train") tasks can avoid their groups
-    for spec in sorted(recipe.tasks, key=lambda t: t.split != "test"):
-        gen = TASKS.get(spec.generator)(spec.params)
-        sampler = SAMPLERS.get(spec.negatives.strategy)(**spec.negatives.params)
-        sources = spec.sources or [s.id for s in recipe.sources]
-        pool_samples = [
-            s
-            for s in samples
-            if s.source in sources
-            and spec.accepts(s)
-            and not (spec.split == "train" and s.group_id in test_groups)
-        ]
-        vocab = {
-            src: gen.vocabulary([s for s in pool_samples if s.source == src]) for src in sources
-        }
-        if getattr(sampler, "needs_embeddings", False):
-            _fit(sampler, spec, gen, pool_samples, embeddings, recipe.seed)
-        rng = rng_for(recipe.seed, "generate", spec.name)
-        ctx = GenContext(
-            recipe=recipe,
-            spec=spec,
-            rng=rng,
-            sampler=sampler,
-            slots=slots,
-            vocab=vocab,
-            ontologies=ontologies,
-            manifests=manifests,
-            out_dir=out_dir,
-            pool=tuple(pool_samples),
-            roots=dict(roots or {}),
-        )
-        made, quota = 0, recipe.quota(spec)
-        bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not progress, leave=False)
-        visual = getattr(sampler, "needs_embeddings", False)
-        for cand in _round_robin(gen.candidates(pool_samples), rng):
-            if made >= quota:
-                break
-            if visual and cand.sample.sample_id not in embeddings:
-                result.dropped.append(
-                    {
-                        "task": spec.name,
-                        "sample_id": cand.sample.sample_id,
-                        "reason": "image could not be embedded for visual negatives",
-                    }
+    specs = sorted(recipe.tasks, key=lambda t: t.split != "test")
+    phases = [[t for t in specs if t.split == "test"], [t for t in specs if t.split != "test"]]
+    for phase in phases:
+        tasks = []
+        for spec in phase:
+            sampler = SAMPLERS.get(spec.negatives.strategy)(**spec.negatives.params)
+            visual = bool(getattr(sampler, "needs_embeddings", False))
+            if visual and embeddings is None:
+                raise _no_embeddings(spec)
+            tasks.append(
+                _Task(
+                    spec=spec,
+                    gen=TASKS.get(spec.generator)(spec.params),
+                    sampler=sampler,
+                    sources=spec.sources or [s.id for s in recipe.sources],
+                    visual=visual,
+                    groups=frozenset(test_groups) if spec.split == "train" else frozenset(),
                 )
-                continue
-            try:
-                item = gen.make_item(cand, ctx, made)
-                if spec.split != "test":
-                    item = item.replace(split=spec.split)
-            except (NotEnoughOptions, ItemProblem) as exc:
-                result.dropped.append(
-                    {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
-                )
-                continue
-            keep(item)
-            result.count += 1
-            if spec.split == "test":
-                test_groups.update(_groups(item, samples_by_id))
-            made += 1
-            bar.update()
-        bar.close()
-        if made < quota:
-            result.shortfall[spec.name] = quota - made
+            )
+        _plan_pools([t for t in tasks if t.gen.per_sample], source, embeddings)
+        for task in tasks:
+            _generate_task(
+                task,
+                recipe,
+                source,
+                embeddings,
+                ontologies,
+                slots,
+                manifests,
+                out_dir,
+                roots,
+                keep,
+                result,
+                test_groups,
+                progress,
+            )
+            task.rows = task.ordinals = task.truth_codes = array("q")  # free the plan
     return result
+
+
+def _generate_task(
+    task,
+    recipe,
+    source,
+    embeddings,
+    ontologies,
+    slots,
+    manifests,
+    out_dir,
+    roots,
+    keep,
+    result,
+    test_groups,
+    progress,
+) -> None:
+    """Make one task's items, in round-robin order, until its quota is met."""
+    spec, gen = task.spec, task.gen
+    rng = rng_for(recipe.seed, "generate", spec.name)
+    vocab, pool, candidates = _candidates_in_order(task, source, embeddings, recipe.seed, rng)
+    ctx = GenContext(
+        recipe=recipe,
+        spec=spec,
+        rng=rng,
+        sampler=task.sampler,
+        slots=slots,
+        vocab=vocab,
+        ontologies=ontologies,
+        manifests=manifests,
+        out_dir=out_dir,
+        pool=pool,
+        roots=dict(roots or {}),
+    )
+    made, quota = 0, recipe.quota(spec)
+    bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not progress, leave=False)
+    for cand in candidates:
+        if made >= quota:
+            break
+        if task.visual and cand.sample.sample_id not in embeddings:
+            result.dropped.append(
+                {
+                    "task": spec.name,
+                    "sample_id": cand.sample.sample_id,
+                    "reason": "image could not be embedded for visual negatives",
+                }
+            )
+            continue
+        try:
+            item = gen.make_item(cand, ctx, made)
+            if spec.split != "test":
+                item = item.replace(split=spec.split)
+        except (NotEnoughOptions, ItemProblem) as exc:
+            result.dropped.append(
+                {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
+            )
+            continue
+        keep(item)
+        result.count += 1
+        if spec.split == "test":
+            by_id = {s.sample_id: s for s in cand.all_samples}
+            missing = [i for i in item.sample_ids if i not in by_id]
+            if missing:  # an item may show pool samples besides its candidate's
+                by_id.update(source.get(missing))
+            test_groups.update(by_id[i].group_id for i in item.sample_ids if i in by_id)
+        made += 1
+        bar.update()
+    bar.close()
+    if made < quota:
+        result.shortfall[spec.name] = quota - made

@@ -29,7 +29,7 @@ from .images import resolve_image
 from .manifest import SourceManifest
 from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
 from .recipe import Recipe
-from .records import Item, Sample
+from .records import Item
 from .render_stage import CHUNK, RenderJob, render_items
 from .report import difficulty, write_report
 from .runner import (
@@ -39,8 +39,9 @@ from .runner import (
     tree_fingerprint,
     write_text_atomic,
 )
-from .schema import ItemWriter, iter_items, read_items, read_samples
+from .schema import ItemWriter, iter_items
 from .sources import get_source
+from .tables import ItemTable, SampleTable
 from .validate import Problem, run_rules, write_validation_report
 
 log = logging.getLogger(__name__)
@@ -63,12 +64,14 @@ def _windows(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
 
 @dataclass
 class BuildResult:
-    """What a build produced; ``items``/``samples`` turn into pandas via :func:`records_frame`."""
+    """What a build produced. ``items`` and ``samples`` are tables on disk (iterate them, take
+    ``len``; each pass reads a batch at a time); ``items_frame()``/``samples_frame()`` give
+    pandas."""
 
     out_dir: Path
     recipe: Recipe
-    samples: list[Sample]
-    items: list[Item]
+    samples: SampleTable
+    items: ItemTable
     report: dict[str, Any]
     stages: list[StageResult] = field(default_factory=list)
 
@@ -77,14 +80,10 @@ class BuildResult:
         return all(s.reused for s in self.stages)
 
     def items_frame(self):
-        from .schema import items_to_table
-
-        return items_to_table(self.items).to_pandas()
+        return self.items.to_arrow().to_pandas()
 
     def samples_frame(self):
-        from .schema import samples_to_table
-
-        return samples_to_table(self.samples).to_pandas()
+        return self.samples.to_arrow().to_pandas()
 
 
 def _file_sha256(path: Path) -> str:
@@ -231,7 +230,7 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
     manifests: dict[str, SourceManifest] = {s.id: get_source(s.id).manifest for s in recipe.sources}
 
     # -- convert ---------------------------------------------------------------------------
-    samples: list[Sample] = []
+    sample_paths: list[Path] = []
     quarantine: list[QuarantineEntry] = []
     source_counts: dict[str, dict] = {}
     inputs_by_id = {
@@ -257,10 +256,12 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
 
         st = run_stage(out, "convert", spec.id, inputs, do_convert)
         stages.append(st)
-        samples += read_samples(st.path / "samples.parquet")
+        sample_paths.append(st.path / "samples.parquet")
         quarantine += read_quarantine(st.path / "samples.quarantine.json")
         source_counts[spec.id] = {k: st.stats[k] for k in ("found", "converted", "quarantined")}
     write_quarantine(quarantine, out / "quarantine.json")
+    # on disk, read a batch at a time by each stage: never every sample in memory
+    samples = SampleTable(sample_paths)
 
     # -- embed (only when a task uses visual negatives) -------------------------------------
     convert_fps = [s.fingerprint for s in stages]
@@ -307,7 +308,7 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
                 sink=None if resplit else writer.add,
             )
             if resplit:
-                by_id = {s.sample_id: s for s in samples}
+                by_id = samples.get(sid for i in result.items for sid in i.sample_ids)
                 for item in assign_splits(recipe.curate, result.items, by_id, recipe.seed):
                     writer.add(item)
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
@@ -361,7 +362,7 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
         do_render,
     )
     stages.append(ren)
-    items = read_items(ren.path / "items.parquet")
+    items = ItemTable(ren.path / "items.parquet")
     write_text_atomic(
         out / "build.json",
         json.dumps(
@@ -383,7 +384,7 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
     def do_validate(d: Path) -> dict:
         problems = run_rules(
             items,
-            {s.sample_id: s for s in samples},
+            samples,
             manifests,
             resolve,
             duplicate_groups=duplicate_groups(curate_report),
@@ -472,7 +473,8 @@ def _curate_stage(recipe, out, samples, embeddings, roots, stages):
     }
 
     def do_curate(d: Path) -> dict:
-        kept, report = curate_samples(recipe.curate, samples, embeddings, roots, recipe.seed)
+        # dedup and selection compare samples with each other: they hold the table's samples
+        kept, report = curate_samples(recipe.curate, list(samples), embeddings, roots, recipe.seed)
         (d / "curate.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
         return {"input": report["input"], "kept": report["kept"], "removed": len(report["removed"])}
 
@@ -480,7 +482,7 @@ def _curate_stage(recipe, out, samples, embeddings, roots, stages):
     stages.append(st)
     report = json.loads((st.path / "curate.json").read_text())
     removed = {r["sample_id"] for r in report["removed"]}
-    return [s for s in samples if s.sample_id not in removed], report, st
+    return SampleTable(samples.paths, exclude=removed), report, st
 
 
 def open_build(build_dir: str | os.PathLike):
@@ -497,7 +499,7 @@ def open_build(build_dir: str | os.PathLike):
     roots = {k: Path(v) for k, v in meta["roots"].items()}
     render_dir = out / meta["render_dir"]
     generated_dir = out / meta["generated_dir"]
-    items = read_items(out / meta["items"])
+    items = ItemTable(out / meta["items"])
     recipe = Recipe.from_yaml(out / "recipe.yaml")
     return items, (lambda ref: resolve_image(ref, roots, render_dir, generated_dir)), recipe
 

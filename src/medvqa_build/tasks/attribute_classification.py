@@ -22,6 +22,7 @@ def single_value(raw: str | None) -> str | None:
 
 @TASKS.register("attribute_classification")
 class AttributeClassification(TaskGenerator):
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "attribute_classification"
     needs = "a sample attribute named by params.attribute (e.g. phase)"
     default_attribute = "phase"

@@ -118,6 +118,10 @@ class TaskGenerator(ABC):
     name: ClassVar[str]
     needs: ClassVar[str]  # human-readable: which sample field feeds the task
     templates: ClassVar[tuple[str, ...]]
+    # True when a sample's candidates depend on that sample alone and the vocabulary is the
+    # set of candidate truths (plus fixed extras): the generate stage then streams the pool
+    # instead of holding it. Tasks that pair samples across the pool leave it False.
+    per_sample: ClassVar[bool] = False
 
     def __init__(self, params: dict | None = None):
         self.params = dict(params or {})

@@ -26,6 +26,8 @@ class CountingTask(TaskGenerator):
     """Base of the counting tasks: ``fixed_options`` (polyp counting) or computed distractor
     counts around the truth in ``0..max_count`` (the other counting tasks)."""
 
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
+
     noun: ClassVar[str]
     fixed_options: ClassVar[tuple[str, ...]] = ()
     use_tool_attributes: ClassVar[bool] = False

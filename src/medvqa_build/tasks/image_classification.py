@@ -18,6 +18,7 @@ from .base import TASKS, Candidate, TaskGenerator
 
 @TASKS.register("image_classification")
 class ImageClassification(TaskGenerator):
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "image_classification"
     needs = "exactly one image-level label per sample"
     templates = (

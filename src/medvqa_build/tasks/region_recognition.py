@@ -22,6 +22,7 @@ from .region_selection import COLOR_NAMES
 
 @TASKS.register("region_recognition")
 class RegionRecognition(TaskGenerator):
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "region_recognition"
     needs = "regions with a box (and a mask for contour/mask levels)"
     templates = (

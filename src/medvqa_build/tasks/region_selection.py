@@ -20,6 +20,7 @@ COLOR_NAMES = ("red", "blue", "yellow", "green")  # render.COLORS, in EndoBench'
 
 @TASKS.register("region_selection")
 class RegionSelection(TaskGenerator):
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "region_selection"
     needs = "regions with a box"
     templates = (

@@ -37,6 +37,8 @@ class SpineDiagnosis(TaskGenerator):
     """One item per sample with exactly one SpineBench label; distractors may come from any
     source of the task (the vocabulary is the union), never another label of the sample."""
 
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
+
     name = "spine_diagnosis"
     needs = "exactly one of the 11 SpineBench diseases or Healthy among the sample's labels"
     # SpineBench pipeline figure: paraphrases of one intent, one drawn per item

@@ -15,6 +15,8 @@ from .base import LETTERS, TASKS, Candidate, GenContext, ItemProblem, TaskGenera
 class SpineLocalisation(TaskGenerator):
     """Samples whose ``lesion_levels`` attribute names at least one lumbar level."""
 
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
+
     name = "spine_localisation"
     needs = f"a '{LEVELS_ATTRIBUTE}' attribute (comma-joined lumbar disc levels)"
     # SpineBench's example question, plus paraphrases of the same intent

@@ -16,6 +16,7 @@ from .common import choice_item, distractor_boxes, region_candidates, templated
 
 @TASKS.register("visual_grounding")
 class VisualGrounding(TaskGenerator):
+    per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "visual_grounding"
     needs = "regions with a box"
     n_options = 4
