@@ -30,8 +30,10 @@ def _measure_all(plan: dict[str, list[int]], unique: int, tmp: Path) -> dict[str
             rows[mode].append(measure_in_child(mode, root, n, work))
             clear(work)
             r = rows[mode][-1]
+            after = ", ".join(f"{name} {peak:.0f}" for name, _, _, peak in r["stages"])
             print(
-                f"  {mode:17s} {n:>7d}: {r['seconds']:7.1f} s, peak {r['peak_rss_mib']:7.0f} MiB",
+                f"  {mode:17s} {n:>7d}: {r['seconds']:7.1f} s, peak {r['peak_rss_mib']:7.0f} MiB"
+                f"  (high-water mark after each stage, MiB: {after})",
                 flush=True,
             )
         clear(root)

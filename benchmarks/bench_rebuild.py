@@ -54,7 +54,7 @@ def main() -> None:
         f"{len(result.items)} items"
     )
     print(f"{'stage':24s} {'cold s':>8s} {'warm s':>8s}")
-    for (name, c, _), (_, w, _) in zip(cold_stages, warm_stages, strict=True):
+    for (name, c, *_), (_, w, *_) in zip(cold_stages, warm_stages, strict=True):
         print(f"{name:24s} {c:8.2f} {w:8.3f}")
     print(f"cold build   {cold:8.2f} s")
     print(f"warm rebuild {warm:8.3f} s   every stage reused: {reused}")

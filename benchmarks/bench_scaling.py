@@ -40,13 +40,13 @@ def main() -> None:
             r = rows[-1]
             print(f"  {n:>7d} stills: {r['seconds']:8.1f} s", flush=True)
 
-    stage_names = list(dict.fromkeys(name for r in rows for name, _, _ in r["stages"]))
+    stage_names = list(dict.fromkeys(name for r in rows for name, *_ in r["stages"]))
     print(
         f"{'stills':>8s} {'total s':>9s} {'ms/sample':>10s} {'peak MiB':>9s}  "
         + " ".join(f"{_short(s):>9s}" for s in stage_names)
     )
     for r in rows:
-        per = {name: sec for name, sec, _ in r["stages"]}
+        per = {name: sec for name, sec, *_ in r["stages"]}
         cells = " ".join(f"{per.get(s, 0):9.1f}" for s in stage_names)
         print(
             f"{r['n_images']:8d} {r['seconds']:9.1f} {1000 * r['seconds'] / r['n_images']:10.2f} "

@@ -102,18 +102,19 @@ def scaled_overrides(root: Path, n_images: int, cache: Path, formats: str | None
 
 
 @contextlib.contextmanager
-def stage_timer() -> Iterator[list[tuple[str, float, bool]]]:
-    """Record ``(stage, seconds, reused)`` of every stage run by the pipeline in this block."""
+def stage_timer() -> Iterator[list[tuple[str, float, bool, float]]]:
+    """Record ``(stage, seconds, reused, peak RSS MiB after it)`` of every stage run by the
+    pipeline in this block (the peak is the process's high-water mark so far)."""
     import medvqa_build.pipeline  # noqa: F401  (loads every module that runs stages)
     from medvqa_build import runner
 
     real = runner.run_stage
-    log: list[tuple[str, float, bool]] = []
+    log: list[tuple[str, float, bool, float]] = []
 
     def timed(build_dir, name, key, inputs, build):
         start = time.perf_counter()
         res = real(build_dir, name, key, inputs, build)
-        log.append((f"{name}:{key}", time.perf_counter() - start, res.reused))
+        log.append((f"{name}:{key}", time.perf_counter() - start, res.reused, peak_rss_mib()))
         return res
 
     # every module that imported run_stage by name (pipeline, embed_stage, ...)
@@ -150,20 +151,21 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
     """Run one ``mode`` over ``root`` in this process; seconds, peak RSS, per-stage times.
 
     ``convert``: the convert stage (streaming scan into the sample table). ``convert+generate``:
-    that, then the samples read back and question generation with every task on label-pool
-    negatives (no embedding pass), items written. ``build``: the whole scaled demo recipe
-    through ``medvqa_build.api.build``.
+    that, then question generation over the sample table (read a batch at a time) with
+    every task on label-pool negatives (no embedding pass), items written. ``build``: the
+    whole scaled demo recipe through ``medvqa_build.api.build``.
     """
     import medvqa_build.pipeline  # noqa: F401  (imports counted in the baseline)
     from medvqa_build.api import build, load_recipe
     from medvqa_build.convert import convert_to
     from medvqa_build.generate import generate_items
-    from medvqa_build.schema import ItemWriter, read_samples
+    from medvqa_build.schema import ItemWriter
     from medvqa_build.sources import get_source
+    from medvqa_build.tables import SampleTable
 
     baseline = peak_rss_mib()
     overrides = scaled_overrides(root, n_images, work / "cache")
-    stages: list[tuple[str, float, bool]] = []
+    stages: list[tuple[str, float, bool, float]] = []
     start = time.perf_counter()
     if mode == "build":
         recipe = load_recipe(DEMO_RECIPE, overrides)
@@ -172,7 +174,7 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
     else:
         t = time.perf_counter()
         convert_to("synthetic-endo", root, work / "samples.parquet", progress=False)
-        stages.append(("convert", time.perf_counter() - t, False))
+        stages.append(("convert", time.perf_counter() - t, False, peak_rss_mib()))
         if mode == "convert+generate":
             import yaml
 
@@ -186,12 +188,12 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
             recipe = load_recipe(DEMO_RECIPE, overrides)
             manifests = {"synthetic-endo": get_source("synthetic-endo").manifest}
             t = time.perf_counter()
-            samples = read_samples(work / "samples.parquet")
+            samples = SampleTable([work / "samples.parquet"])  # as the pipeline reads them
             with ItemWriter(work / "items.parquet") as writer:  # as the generate stage does
                 items = generate_items(
                     recipe, samples, manifests, progress=False, out_dir=work, sink=writer.add
                 )
-            stages.append(("generate", time.perf_counter() - t, False))
+            stages.append(("generate", time.perf_counter() - t, False, peak_rss_mib()))
             del items
     return {
         "mode": mode,
