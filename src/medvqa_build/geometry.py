@@ -7,6 +7,7 @@ starting with a run of zeros), so it interoperates with pycocotools.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Sequence
@@ -142,53 +143,84 @@ def _marching_squares(padded: np.ndarray, x_off: int = 0, y_off: int = 0) -> lis
     Python: one list step per outline vertex).
     """
     rows, width = padded.shape
-    u8 = padded.view(np.uint8)
-    case = u8[:-1, :-1] | (u8[:-1, 1:] << 1) | (u8[1:, :-1] << 2) | (u8[1:, 1:] << 3)
-    sr, sc = np.nonzero((case - 1) < 14)  # cases 1..14 (uint8: 0 wraps to 255)
-    if sr.size == 0:
+    flat = np.ascontiguousarray(padded).view(np.uint8).reshape(-1)
+    # the case of the square whose top-left pixel is flat[k] (bits: 1 ul, 2 ur, 4 ll, 8 lr);
+    # a square that wraps past the end of a row sees only border pixels: case 0, like those
+    # outside. k is then the square's scan-order index, and the base of its vertex ids is 2k.
+    if flat.size > 2 * width:
+        pairs = _scale_add(flat[width:], 4, flat[:-width])  # ul + 4 ll, per pixel of a row
+        case = _scale_add(pairs[1:], 2, pairs[:-1])
+    else:
+        case = np.zeros(0, np.uint8)
+    base = np.flatnonzero((case - 1) < 14)  # cases 1..14 (uint8: 0 wraps to 255)
+    if base.size == 0:
         return []
-    cases = case[sr, sc]
-    base = 2 * (sr.astype(np.int64) * width + sc)
+    cases = case[base]
+    base <<= 1
     f1, t1, f2, t2 = _segment_tables(width)
-    frm, to = base + f1[cases], base + t1[cases]
-    two = np.flatnonzero((cases == 6) | (cases == 9))  # saddles: a second segment each
+    frm, to = base + f1.take(cases), base + t1.take(cases)
+    two = np.flatnonzero(f2.take(cases))  # saddles (cases 6 and 9): a second segment each
     if two.size:
-        at = np.arange(sr.size + two.size)
+        at = np.arange(base.size + two.size)
         first = np.delete(at, two + np.arange(1, two.size + 1))  # each square's first segment
         second = first[two] + 1
         frm, to = np.empty_like(at), np.empty_like(at)
         frm[first], to[first] = base + f1[cases], base + t1[cases]
         frm[second], to[second] = base[two] + f2[cases[two]], base[two] + t2[cases[two]]
     n = frm.size
-    where = np.empty(2 * rows * width, np.int64)
-    where[frm] = np.arange(n)
-    nxt = where[to].tolist()  # the segment starting where each one ends
-    seen = bytearray(n)
+    where = np.empty(2 * rows * width, np.int32 if n < 2**31 else np.int64)
+    where[frm] = np.arange(n, dtype=where.dtype)
+    nxt = where.take(to).tolist()  # the segment starting where each one ends
     orders = []
-    for start in range(n):  # in scan order: outlines come out ordered by their first segment
-        if seen[start]:
-            continue
+    seen = None
+    start = covered = 0
+    while True:  # in scan order: outlines come out ordered by their first segment
         chain = [start]
         add = chain.append
         s = nxt[start]
         while s != start:
             add(s)
             s = nxt[s]
-        for s in chain:
-            seen[s] = 1
         j = chain.index(max(chain)) + 1  # the last segment in scan order closes the outline
         order = chain[j:] + chain[:j]
         order.append(order[0])
         orders.append(order)
-    ids = frm[orders[0] if len(orders) == 1 else np.concatenate(orders)]
-    half = (ids & 1) * 0.5  # odd id: vertical edge, (row + 0.5, col); even: (row, col + 0.5)
-    cell = ids >> 1
-    points = np.empty((ids.size, 2))
-    points[:, 0] = cell % width + (0.5 - half) + x_off
-    points[:, 1] = cell // width + half + y_off
+        covered += len(chain)
+        if covered == n:
+            break
+        if seen is None:
+            seen = bytearray(n)
+            for s in itertools.chain.from_iterable(orders):
+                seen[s] = 1
+        else:
+            for s in chain:
+                seen[s] = 1
+        start = seen.find(0, start + 1)  # the first segment of the next outline
+    ids = frm.take(orders[0] if len(orders) == 1 else list(itertools.chain(*orders)))
+    # id = 2 * (row * width + col) + odd: odd ids are vertical edges (row + 0.5, col), even
+    # ones horizontal edges (row, col + 0.5)
+    row, rest = np.divmod(ids, 2 * width)
+    points = _vertex_offsets(width).take(rest, axis=0)
+    points[:, 1] += row
+    points += (x_off, y_off)
     if len(orders) == 1:
         return [points]
     return np.split(points, np.cumsum([len(o) for o in orders])[:-1])
+
+
+def _scale_add(a: np.ndarray, factor: int, b: np.ndarray) -> np.ndarray:
+    """``a * factor + b`` of flat uint8 arrays whose results stay below 256 (cv2: one pass)."""
+    return cv2.scaleAdd(a, float(factor), b).reshape(-1)
+
+
+@lru_cache(maxsize=256)
+def _vertex_offsets(width: int) -> np.ndarray:
+    """``(x, y)`` of vertex ``id`` relative to its row, for ``id % (2 * width)``."""
+    rest = np.arange(2 * width)
+    odd = rest & 1
+    table = np.stack([(rest >> 1) + 0.5 * (1 - odd), 0.5 * odd], axis=1)
+    table.flags.writeable = False
+    return table
 
 
 def rle_encode(mask: np.ndarray) -> tuple[tuple[int, int], tuple[int, ...]]:

@@ -1,15 +1,25 @@
 """The render stage: draw each item's planned prompt on its clean image, check the pixels
 against the geometry, encode once. Items are independent, so a worker pool renders chunks in
-parallel with results identical to one worker (same order, same bytes)."""
+parallel with results identical to one worker (same order, same bytes).
+
+A plain JPEG/PNG is decoded, drawn on, checked and encoded in cv2's BGR order, so no
+whole-image colour conversion runs (each costs a pass over the image and wakes cv2's thread
+pool); the pixels drawn are the same, channels swapped, so the bytes written are the same.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
+import numpy as np
 from tqdm.auto import tqdm
 
 from .images import (
+    PLAIN_SUFFIXES,
     encode_image,
     is_plain_image,
     render_ref,
@@ -64,7 +74,7 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
         return Rendered(item, None)
     root = job.roots.get(item.source)
     try:
-        clean = _load(item.images[0], job)
+        clean, channels = _load_pixels(item.images[0], job)
         extra = _materialise_others(item, job)
         # multi-image items keep their size: their geometry spans several images
         rs = fit_max_side(
@@ -77,9 +87,8 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
         if item.prompt_level == "image" or not planned:
             result = RenderResult(clean, ())
         else:
-            result = render(
-                item.prompt_level, clean, marks, Style(thickness_px=spec.thickness_px), root=root
-            )
+            style = Style(thickness_px=spec.thickness_px)
+            result = render(item.prompt_level, clean, marks, style, root=root, channels=channels)
     except (ValueError, ImageProblem, VideoProblem, VolumeProblem) as exc:
         reason = {
             "item_id": item.item_id,
@@ -88,7 +97,16 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
             "reason": str(exc),
         }
         return Rendered(None, reason)
-    problems = tuple(check_alignment(clean, result.image, result.shapes, item.item_id))
+    problems = tuple(
+        check_alignment(
+            clean,
+            result.image,
+            result.shapes,
+            item.item_id,
+            channels=channels,
+            decoded=result.decoded or None,
+        )
+    )
     changes: dict = {"prompt_geometry": result.shapes}
     if item.answer_bbox is not None:
         changes["answer_bbox"] = rs.box(item.answer_bbox)
@@ -106,8 +124,11 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
         # nothing drawn on a plain JPEG/PNG: the model sees the source file itself
         return Rendered(item.replace(images=item.images[:1] + extra, **changes), None, problems)
     rel = f"images/{item.item_id}_0{'.jpg' if spec.format == 'jpeg' else '.png'}"
-    data = encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
-    write_bytes_atomic(job.out / rel, data)
+    if channels == "bgr":
+        data = _encode_bgr(result.image, spec.format, spec.jpeg_quality, spec.png_level)
+    else:
+        data = encode_image(result.image, spec.format, spec.jpeg_quality, spec.png_level)
+    _write_atomic(job.out, rel, data)
     return Rendered(item.replace(images=(render_ref(rel),) + extra, **changes), None, problems)
 
 
@@ -129,6 +150,88 @@ def _rescaled_box_options(item: Item, rs, size_hw: tuple[int, int]) -> dict:
 def _load(ref: str, job: RenderJob):
     base, fragment = split_fragment(ref)
     return load_ref_rgb(resolve_image(base, job.roots, generated_dir=job.generated_dir), fragment)
+
+
+def _load_pixels(ref: str, job: RenderJob) -> tuple[np.ndarray, str]:
+    """The image's pixels and their channel order: a whole JPEG/PNG file as cv2 decodes it
+    (BGR), anything else (frames, slices, DICOM) as :func:`_load` gives it (RGB).
+
+    The same pixels and errors as :func:`_load`, which for such a file checks for DICOM (by
+    its magic bytes: a DICOM named ``.png`` is still read as DICOM), then decodes with cv2."""
+    base, fragment = split_fragment(ref)
+    path = resolve_image(base, job.roots, generated_dir=job.generated_dir)
+    name = str(path)
+    if fragment or not name.lower().endswith(PLAIN_SUFFIXES):
+        return load_ref_rgb(path, fragment), "rgb"
+    data = _read_file(name)
+    if data[128:132].tobytes() == b"DICM":
+        return load_ref_rgb(path, fragment), "rgb"
+    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    if image is None:
+        raise ImageProblem("cannot decode image pixels (corrupt or unsupported format)")
+    return image, "bgr"
+
+
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _read_file(name: str) -> np.ndarray:
+    """``np.fromfile(name, np.uint8)`` in one read into the array (numpy's reader goes through
+    a C stdio stream); anything but a plain regular file is left to numpy, and its errors."""
+    try:
+        fd = os.open(name, _READ_FLAGS)
+    except OSError:
+        return np.fromfile(name, dtype=np.uint8)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return np.fromfile(name, dtype=np.uint8)
+        data = np.empty(st.st_size, np.uint8)
+        view, got = memoryview(data), 0
+        while got < st.st_size and (n := os.readv(fd, [view[got:]])):
+            got += n
+        if got < st.st_size or os.read(fd, 1):  # the file changed size meanwhile
+            return np.fromfile(name, dtype=np.uint8)
+        return data
+    finally:
+        os.close(fd)
+
+
+def _encode_bgr(bgr: np.ndarray, fmt: str, jpeg_quality: int = 92, png_level: int = 3):
+    """:func:`images.encode_image` of the RGB image whose channels ``bgr`` holds swapped, as
+    cv2's buffer (bytes-like: written as it is, not copied into a ``bytes``)."""
+    if fmt == "jpeg":
+        ok, buf = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(jpeg_quality)])
+    else:
+        ok, buf = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, int(png_level)])
+    if not ok:
+        raise OSError(f"cannot encode image as {fmt}")
+    return buf
+
+
+_WRITE_FLAGS = (
+    os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+)
+
+
+def _write_atomic(out: Path, rel: str, data) -> None:
+    """:func:`images.write_bytes_atomic` of ``out / rel`` (``data`` bytes-like), creating the
+    folder only when the write finds it missing (not once per file)."""
+    path = os.path.join(out, rel)
+    folder, name = os.path.split(path)
+    tmp = os.path.join(folder, f".{name}.tmp")
+    try:
+        fd = os.open(tmp, _WRITE_FLAGS, 0o666)
+    except OSError:  # no folder yet (or something odd: the plain helper says what)
+        write_bytes_atomic(Path(path), bytes(data))
+        return
+    try:
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def _materialise_others(item: Item, job: RenderJob) -> tuple[str, ...]:

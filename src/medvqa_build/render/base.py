@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -18,6 +18,23 @@ COLORS: dict[str, tuple[int, int, int]] = {
     "yellow": (255, 255, 0),
     "green": (0, 255, 0),
 }
+
+# Channel orders an image may be in: ``rgb`` (the API's), or ``bgr`` (what cv2 decodes and
+# encodes: the render stage draws and checks a decoded file in BGR, so no whole-image colour
+# conversion runs). Drawing the channel-swapped colour in BGR gives the same pixels, swapped.
+CHANNELS = ("rgb", "bgr")
+
+
+def channel_colors(channels: str = "rgb") -> dict[str, tuple[int, int, int]]:
+    """The named colours as channel values in ``channels`` order."""
+    if channels == "rgb":
+        return COLORS
+    if channels == "bgr":
+        return _COLORS_BGR
+    raise ValueError(f"unknown channel order {channels!r}; use one of {list(CHANNELS)}")
+
+
+_COLORS_BGR = {name: (b, g, r) for name, (r, g, b) in COLORS.items()}
 
 
 @dataclass(frozen=True)
@@ -55,11 +72,19 @@ class Style:
 
 @dataclass(frozen=True)
 class RenderResult:
+    """The drawn image and the shapes drawn on it. ``decoded`` (one entry per shape, or empty)
+    is what a renderer computed from each shape's recorded geometry (a contour's polygon as an
+    array, a mask's decoded crop), so the alignment check need not parse it again."""
+
     image: np.ndarray
     shapes: tuple[DrawnShape, ...]
+    decoded: tuple = field(default=(), compare=False, repr=False)
 
 
 class Renderer(Protocol):
+    """``draw`` paints on ``image`` in place. A renderer whose ``channels_aware`` is true also
+    takes ``channels="bgr"`` (the built-in ones); :func:`render` converts for the others."""
+
     name: str
 
     def draw(
@@ -78,11 +103,13 @@ def render(
     *,
     root: str | Path | None = None,
     image_index: int = 0,
+    channels: str = "rgb",
 ) -> RenderResult:
     """Draw ``marks`` on a copy of ``image`` (RGB uint8, H x W x 3) with the ``kind`` renderer.
 
     ``kind`` is a prompt level (``image``, ``box``, ``contour``, ``mask``, ``point``, ``multi``,
     ``coord``); ``root`` resolves relative mask paths; ``image_index`` is recorded in each shape.
+    ``channels="bgr"`` takes and returns a BGR image (the same pixels, channels swapped).
     Bad geometry (empty mask, mask of another size, box outside the image) raises ValueError.
     """
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
@@ -93,9 +120,17 @@ def render(
     for mark in marks:
         if mark.color not in COLORS:
             raise ValueError(f"unknown colour {mark.color!r}; use one of {sorted(COLORS)}")
+    channel_colors(channels)  # a known order
     renderer = RENDERERS.get(kind)
-    result = renderer.draw(image.copy(), list(marks), style, Path(root) if root else None)
+    root = Path(root) if root else None
+    if channels == "rgb":
+        result = renderer.draw(image.copy(), list(marks), style, root)
+    elif getattr(renderer, "channels_aware", False):
+        result = renderer.draw(image.copy(), list(marks), style, root, channels=channels)
+    else:  # a renderer that draws RGB only: swap the channels around it
+        result = renderer.draw(np.ascontiguousarray(image[..., ::-1]), list(marks), style, root)
+        result = RenderResult(np.ascontiguousarray(result.image[..., ::-1]), result.shapes)
     if image_index:
         shapes = tuple(replace(s, image_index=image_index) for s in result.shapes)
-        result = RenderResult(result.image, shapes)
+        result = RenderResult(result.image, shapes, result.decoded)
     return result

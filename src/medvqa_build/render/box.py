@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..records import DrawnShape
-from .base import COLORS, RENDERERS, Mark, RenderResult, Style
+from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
 from .masks import region_box
 
 
@@ -25,14 +25,14 @@ def draw_box_outline(image: np.ndarray, box_px: tuple[int, int, int, int], rgb, 
 
 
 def draw_box_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> DrawnShape:
     h, w = image.shape[:2]
     t = style.thickness_for(h, w)
     box = region_box(mark.region, h, w, root)
     x1, y1 = (int(np.floor(v)) for v in box[:2])
     x2, y2 = (int(np.ceil(v)) for v in box[2:])
-    draw_box_outline(image, (x1, y1, x2, y2), COLORS[mark.color], t)
+    draw_box_outline(image, (x1, y1, x2, y2), channel_colors(channels)[mark.color], t)
     return DrawnShape(
         image_index=0,
         kind="box",
@@ -45,11 +45,17 @@ def draw_box_mark(
 
 class BoxRenderer:
     name = "box"
+    channels_aware = True
 
     def draw(
-        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
     ) -> RenderResult:
-        shapes = tuple(draw_box_mark(image, mark, style, root) for mark in marks)
+        shapes = tuple(draw_box_mark(image, mark, style, root, channels) for mark in marks)
         return RenderResult(image, shapes)
 
 

@@ -14,52 +14,65 @@ import numpy as np
 
 from ..geometry import crop_contours
 from ..records import DrawnShape
-from .base import COLORS, RENDERERS, Mark, RenderResult, Style
+from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
 from .masks import load_region_crop
 
 _SHIFT = 2  # fractional bits: cv2 draws the half-pixel contour vertices without rounding bias
 
 
 def draw_contour_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> list[DrawnShape]:
+    return [shape for shape, _ in _draw_contours(image, mark, style, root, channels)]
+
+
+def _draw_contours(
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None, channels: str
+) -> list[tuple[DrawnShape, np.ndarray]]:
+    """Each outline drawn, as its shape and its polygon as an ``(N, 2)`` float64 array."""
     h, w = image.shape[:2]
     t = style.thickness_for(h, w)
+    color = channel_colors(channels)[mark.color]
+    label = mark.region.label
     (x0, y0, _, _), crop = load_region_crop(mark.region, h, w, root)
-    shapes = []
+    out = []
     for contour in crop_contours(crop, x0, y0):
-        fixed = np.round(contour * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
-        cv2.polylines(image, [fixed], True, COLORS[mark.color], t, cv2.LINE_8, _SHIFT)
-        xs, ys = contour[:, 0], contour[:, 1]
-        polygon = tuple(zip(xs.tolist(), ys.tolist(), strict=True))  # (x, y) Python floats
-        shapes.append(
-            DrawnShape(
-                image_index=0,
-                kind="contour",
-                label=mark.region.label,
-                color=mark.color,
-                # vertices sit on or half a pixel outside the mask: the tight box of the pixels
-                bbox=(
-                    float(np.ceil(xs.min())),
-                    float(np.ceil(ys.min())),
-                    float(np.floor(xs.max()) + 1),
-                    float(np.floor(ys.max()) + 1),
-                ),
-                polygon=polygon,
-                thickness_px=t,
-            )
+        # vertices are multiples of 0.5: scaled by 1 << _SHIFT they are exact integers
+        fixed = (contour * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
+        cv2.polylines(image, [fixed], True, color, t, cv2.LINE_8, _SHIFT)
+        polygon = tuple(zip(*contour.T.tolist(), strict=True))  # (x, y) Python floats
+        # numpy's ceil keeps the sign of -0.0 (a mask touching the left or top border)
+        x1, y1 = np.ceil(contour.min(axis=0)).tolist()
+        x2, y2 = (np.floor(contour.max(axis=0)) + 1).tolist()
+        shape = DrawnShape(
+            image_index=0,
+            kind="contour",
+            label=label,
+            color=mark.color,
+            # vertices sit on or half a pixel outside the mask: the tight box of the pixels
+            bbox=(x1, y1, x2, y2),
+            polygon=polygon,
+            thickness_px=t,
         )
-    return shapes
+        out.append((shape, contour))
+    return out
 
 
 class ContourRenderer:
     name = "contour"
+    channels_aware = True
 
     def draw(
-        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
     ) -> RenderResult:
-        shapes = [s for mark in marks for s in draw_contour_mark(image, mark, style, root)]
-        return RenderResult(image, tuple(shapes))
+        drawn = [d for mark in marks for d in _draw_contours(image, mark, style, root, channels)]
+        shapes = tuple(shape for shape, _ in drawn)
+        return RenderResult(image, shapes, tuple(polygon for _, polygon in drawn))
 
 
 RENDERERS.add("contour", ContourRenderer())

@@ -34,9 +34,15 @@ def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: i
 
 class CoordRenderer:
     name = "coord"
+    channels_aware = True
 
     def draw(
-        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
     ) -> RenderResult:
         h, w = image.shape[:2]
         shapes = tuple(
@@ -54,9 +60,15 @@ class CoordRenderer:
 
 class NoPromptRenderer:
     name = "image"
+    channels_aware = True
 
     def draw(
-        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
     ) -> RenderResult:
         return RenderResult(image, ())
 

@@ -10,18 +10,26 @@ import numpy as np
 
 from ..geometry import rle_encode
 from ..records import DrawnShape, MaskRef
-from .base import COLORS, RENDERERS, Mark, RenderResult, Style
+from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
 from .masks import load_region_crop
 
 
 def draw_mask_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> DrawnShape:
+    return _draw_mask(image, mark, style, root, channels)[0]
+
+
+def _draw_mask(
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None, channels: str
+) -> tuple[DrawnShape, tuple]:
+    """The shape drawn and its mask's ``rle_decode_box`` (the tight box and the crop)."""
     h, w = image.shape[:2]
-    (x0, y0, x1, y1), inside = load_region_crop(mark.region, h, w, root)
+    box, inside = load_region_crop(mark.region, h, w, root)
+    x0, y0, x1, y1 = box
     crop = image[y0:y1, x0:x1]
-    blended = cv2.LUT(crop, _blend_lut(mark.color, float(style.alpha)))
-    crop[...] = cv2.copyTo(blended, inside.view(np.uint8), crop.copy())  # blended where inside
+    blended = cv2.LUT(crop, _blend_lut(mark.color, float(style.alpha), channels))
+    cv2.copyTo(blended, inside.view(np.uint8), crop)  # blended where inside, in place
     ref = mark.region.mask
     if ref is not None and ref.counts is not None and _canonical(ref.counts):
         # the mask was decoded from these runs, and canonical runs are what rle_encode gives
@@ -31,7 +39,7 @@ def draw_mask_mark(
         mask[y0:y1, x0:x1] = inside
         size_hw, counts = rle_encode(mask)
     bbox = (float(x0), float(y0), float(x1), float(y1))
-    return DrawnShape(
+    shape = DrawnShape(
         image_index=0,
         kind="mask",
         label=mark.region.label,
@@ -39,13 +47,14 @@ def draw_mask_mark(
         bbox=bbox,
         mask=MaskRef(size_hw=size_hw, counts=counts),
     )
+    return shape, (box, inside)
 
 
 @lru_cache(maxsize=64)
-def _blend_lut(color: str, alpha: float) -> np.ndarray:
+def _blend_lut(color: str, alpha: float, channels: str = "rgb") -> np.ndarray:
     """Per-channel table of ``floor((1 - alpha) * v + alpha * colour + 0.5)``, computed with
     the float32 arithmetic of the per-pixel blend, so a lookup gives the same bytes."""
-    rgb = np.asarray(COLORS[color], np.float32)
+    rgb = np.asarray(channel_colors(channels)[color], np.float32)
     values = np.arange(256, dtype=np.float32)[:, None]
     blended = (1.0 - alpha) * values + alpha * rgb
     lut = np.clip(np.floor(blended + 0.5), 0, 255).astype(np.uint8).reshape(256, 1, 3)
@@ -55,18 +64,24 @@ def _blend_lut(color: str, alpha: float) -> np.ndarray:
 
 def _canonical(counts) -> bool:
     """Whether RLE runs are as :func:`rle_encode` writes them (no empty run after the first)."""
-    runs = np.asarray(counts)
-    return runs.size > 0 and bool((runs[1:] > 0).all())
+    return len(counts) > 0 and (len(counts) == 1 or min(counts[1:]) > 0)
 
 
 class MaskRenderer:
     name = "mask"
+    channels_aware = True
 
     def draw(
-        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
     ) -> RenderResult:
-        shapes = tuple(draw_mask_mark(image, mark, style, root) for mark in marks)
-        return RenderResult(image, shapes)
+        drawn = [_draw_mask(image, mark, style, root, channels) for mark in marks]
+        shapes = tuple(shape for shape, _ in drawn)
+        return RenderResult(image, shapes, tuple(decoded for _, decoded in drawn))
 
 
 RENDERERS.add("mask", MaskRenderer())

@@ -13,8 +13,8 @@ import numpy as np
 
 from ..geometry import box_problem
 from ..records import DrawnShape, PointXY
-from .base import COLORS, RENDERERS, Mark, RenderResult, Style
-from .masks import load_region_crop
+from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
+from .masks import _check_rle_size, load_region_crop
 
 
 def mark_point(mark: Mark, height: int, width: int, root: Path | None = None) -> PointXY:
@@ -24,6 +24,8 @@ def mark_point(mark: Mark, height: int, width: int, root: Path | None = None) ->
         x, y = mark.point
     elif region.points:
         x, y = region.points[0]
+    elif (found := _rle_centroid(region, height, width)) is not None:
+        x, y = found
     elif region.mask is not None or len(region.polygon) >= 3:
         (x0, y0, x1, y1), inside = load_region_crop(region, height, width, root)
         crop = inside.view(np.uint8)
@@ -56,13 +58,46 @@ def mark_point(mark: Mark, height: int, width: int, root: Path | None = None) ->
     return (float(x), float(y))
 
 
+def _rle_centroid(region, height: int, width: int) -> PointXY | None:
+    """:func:`mark_point`'s centroid of an RLE mask, from its runs (no pixel array): the exact
+    integer sums of the pixels' columns and rows over each run of ones. None (the caller
+    decodes the mask) when the mask is not RLE, or empty or malformed (the decode reports
+    it), or when the centroid falls off the mask (the nearest pixel is searched for)."""
+    ref = region.mask
+    if ref is None or ref.counts is None:
+        return None
+    _check_rle_size(region, height, width)
+    h = height
+    runs = np.asarray(ref.counts, dtype=np.int64).reshape(-1)
+    if runs.size < 2:
+        return None
+    ends = np.cumsum(runs)
+    if ends[-1] != h * width or runs.min() < 0:
+        return None
+    k = ends[: runs.size // 2 * 2]  # each run of ones is [k[2i], k[2i + 1])
+    q, r = np.divmod(k, h)
+    # sum over the pixel indices i < k (column-major) of i // h (column) and of i % h (row)
+    below = np.empty((2, k.size), np.int64)
+    below[0] = (h * q * (q - 1)) // 2 + r * q
+    below[1] = q * (h * (h - 1) // 2) + (r * (r - 1)) // 2
+    n = int(k[1::2].sum() - k[0::2].sum())
+    if n == 0:
+        return None
+    sum_x, sum_y = (below[:, 1::2].sum(axis=1) - below[:, 0::2].sum(axis=1)).tolist()
+    x, y = float(np.round(sum_x / n)), float(np.round(sum_y / n))
+    # the pixel's run (column-major index int(x) * h + int(y)) is a run of ones: odd index
+    if np.searchsorted(ends, int(x) * h + int(y), side="right") % 2 == 0:
+        return None
+    return x, y
+
+
 def draw_point_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None
+    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> DrawnShape:
     h, w = image.shape[:2]
     r = style.radius_for(h, w)
     x, y = mark_point(mark, h, w, root)
-    cv2.circle(image, (int(x), int(y)), r, COLORS[mark.color], -1, cv2.LINE_8)
+    cv2.circle(image, (int(x), int(y)), r, channel_colors(channels)[mark.color], -1, cv2.LINE_8)
     box = (max(0.0, x - r), max(0.0, y - r), min(float(w), x + r + 1), min(float(h), y + r + 1))
     return DrawnShape(
         image_index=0,
@@ -77,11 +112,17 @@ def draw_point_mark(
 
 class PointRenderer:
     name = "point"
+    channels_aware = True
 
     def draw(
-        self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
     ) -> RenderResult:
-        shapes = tuple(draw_point_mark(image, mark, style, root) for mark in marks)
+        shapes = tuple(draw_point_mark(image, mark, style, root, channels) for mark in marks)
         return RenderResult(image, shapes)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..geometry import box_problem, rle_decode_box
 from ..records import DrawnShape
-from ..render.base import COLORS
+from ..render.base import COLORS, channel_colors
 
 TOLERANCE_PX = 1  # slack around a stroke for rounding of sub-pixel geometry
 MIN_COVERAGE = 0.5  # share of a stroke's centre line that must show its colour (overlaps hide some)
@@ -44,19 +44,32 @@ def _within(pixels: np.ndarray, radius: float) -> np.ndarray:
     return cv2.dilate(pixels, _disc(radius))
 
 
-def _painted(rendered: np.ndarray, color: str) -> np.ndarray:
-    """uint8 map (255/0) of the pixels of ``rendered`` (a crop) that show exactly ``color``."""
-    rgb = COLORS[color]
+def _painted(rendered: np.ndarray, color: str, channels: str = "rgb") -> np.ndarray:
+    """uint8 map (255/0) of the pixels of ``rendered`` (a crop) that show exactly ``color``
+    (``rendered``'s channels in ``channels`` order)."""
+    rgb = channel_colors(channels)[color]
     if rendered.ndim == 3 and rendered.shape[2] == 3 and rendered.dtype == np.uint8:
         return cv2.inRange(rendered, rgb, rgb)
     return np.all(rendered == rgb, axis=-1).astype(np.uint8)
+
+
+# cv2 splits a colour conversion of more pixels than this across its thread pool, whose
+# workers then spin for a while: a larger map is converted in bands of rows of at most this many
+_SERIAL_PIXELS = 1 << 16
 
 
 def _changed(clean: np.ndarray, rendered: np.ndarray) -> np.ndarray:
     """uint8 map, non-zero where any channel differs (same-shape images)."""
     if clean.ndim == 3 and clean.shape[2] == 3 and clean.dtype == np.uint8:
         differs = cv2.compare(clean, rendered, cv2.CMP_NE)  # 255 per differing channel
-        return cv2.cvtColor(differs, cv2.COLOR_RGB2GRAY)  # >= 29 where any channel is 255
+        h, w = differs.shape[:2]
+        if h * w <= _SERIAL_PIXELS or w > _SERIAL_PIXELS:
+            return cv2.cvtColor(differs, cv2.COLOR_RGB2GRAY)  # >= 29 where any channel is 255
+        out = np.empty((h, w), np.uint8)
+        step = _SERIAL_PIXELS // w
+        for r in range(0, h, step):
+            cv2.cvtColor(differs[r : r + step], cv2.COLOR_RGB2GRAY, dst=out[r : r + step])
+        return out
     changed = np.any(clean != rendered, axis=-1) if clean.ndim == 3 else clean != rendered
     return changed.astype(np.uint8)
 
@@ -89,6 +102,22 @@ def _line_pixels(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows = r0[seg] + sr[seg] * np.where(st, i, k)
     cols = c0[seg] + sc[seg] * np.where(st, k, i)
     return rows, cols
+
+
+def _line_cover(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pixels of :func:`_line_pixels` as a set (rows, columns; any order, repeats allowed).
+
+    When every segment joins neighbouring pixels (a mask outline's vertices, rounded), a
+    segment's pixels are its two end points, so the set is the points themselves."""
+    if len(pts) > 1:
+        steps = pts[1:] - pts[:-1]
+        np.abs(steps, out=steps)
+        (x0, y0), (x1, y1) = pts[0].tolist(), pts[-1].tolist()
+        if steps.max() <= 1 and abs(x0 - x1) <= 1 and abs(y0 - y1) <= 1:  # and closing
+            return pts[:, 1], pts[:, 0]
+    elif len(pts) == 1:
+        return pts[:, 1], pts[:, 0]
+    return _line_pixels(pts)
 
 
 def _points(polygon) -> np.ndarray:
@@ -138,9 +167,12 @@ def _shape_problem(shape: DrawnShape, h: int, w: int, pts: np.ndarray | None) ->
 Rect = tuple[int, int, int, int]  # x0, y0, x1, y1 (exclusive), inside the image
 
 
-def _prepare(shape: DrawnShape, pts: np.ndarray | None, h: int, w: int) -> tuple[Rect | None, Any]:
+def _prepare(
+    shape: DrawnShape, pts: np.ndarray | None, h: int, w: int, decoded: Any = None
+) -> tuple[Rect | None, Any]:
     """The crop holding every pixel a valid ``shape`` may change (None: it may change none),
-    and what :func:`_clear_allowed` needs to clear them."""
+    and what :func:`_clear_allowed` needs to clear them. ``decoded`` is a mask shape's
+    ``rle_decode_box`` of its mask when the caller has it already."""
     t = max(1, shape.thickness_px or 1)
     tol = TOLERANCE_PX
     if shape.kind == "box":
@@ -149,14 +181,20 @@ def _prepare(shape: DrawnShape, pts: np.ndarray | None, h: int, w: int) -> tuple
         return rect, (x1, y1, x2, y2)
     if shape.kind == "contour":
         # outlines of masks touching the border run half a pixel outside it: clamp onto the image
-        ipts = np.minimum(np.maximum(np.round(pts).astype(int), 0), np.array([w - 1, h - 1]))
-        rows, cols = _line_pixels(ipts)
+        ipts = np.round(pts).astype(int)
+        np.maximum(ipts, 0, out=ipts)
+        np.minimum(ipts, (w - 1, h - 1), out=ipts)
+        rows, cols = _line_cover(ipts)
         pad = math.floor(t / 2 + tol + 0.5)  # the allowed band's reach, >= the coverage reach
-        x0, y0 = max(0, int(cols.min()) - pad), max(0, int(rows.min()) - pad)
-        rect = (x0, y0, min(w, int(cols.max()) + pad + 1), min(h, int(rows.max()) + pad + 1))
+        # a segment's pixels lie in its end points' box: the line's box is the points' box
+        (cmin, rmin), (cmax, rmax) = ipts.min(axis=0).tolist(), ipts.max(axis=0).tolist()
+        x0, y0 = max(0, cmin - pad), max(0, rmin - pad)
+        rect = (x0, y0, min(w, cmax + pad + 1), min(h, rmax + pad + 1))
         return rect, (rows, cols)
     if shape.kind == "mask":
-        return rle_decode_box(shape.mask.size_hw, shape.mask.counts)  # the crop is the mask
+        if decoded is None:
+            decoded = rle_decode_box(shape.mask.size_hw, shape.mask.counts)
+        return decoded  # the crop is the mask
     if shape.kind == "point":
         x, y = shape.point
         r = t + tol
@@ -177,6 +215,7 @@ def _clear_allowed(
     rendered: np.ndarray,
     changed: np.ndarray,
     origin: tuple[int, int],
+    channels: str = "rgb",
 ) -> float | None:
     """Zero the pixels ``shape`` may change in ``changed`` (a map of the image's changed
     pixels whose top-left pixel is ``origin`` (x, y) of the image, covering ``rect``); return
@@ -192,40 +231,63 @@ def _clear_allowed(
         bx1, by1, bx2, by2 = data
         iy1, iy2 = by1 + t + tol, max(0, by2 - t - tol)
         ix1, ix2 = bx1 + t + tol, max(0, bx2 - t - tol)
-        if iy2 > iy1 and ix2 > ix1:  # the hollow inside the band (within the image)
-            hollow = changed[iy1 - oy : iy2 - oy, ix1 - ox : ix2 - ox]
-            keep = hollow.copy()
-            window[...] = 0
-            hollow[...] = keep
+        if iy2 > iy1 and ix2 > ix1:  # the hollow inside the band (within the image) stays
+            hy1, hy2, hx1, hx2 = iy1 - y0, iy2 - y0, ix1 - x0, ix2 - x0
+            window[:hy1] = 0
+            window[hy2:] = 0
+            window[hy1:hy2, :hx1] = 0
+            window[hy1:hy2, hx2:] = 0
         else:
             window[...] = 0
         # centre line: the box's outermost ring of pixels
         crop = rendered[by1:by2, bx1:bx2]
         if crop.size == 0:
             return None
-        painted = _painted(crop, shape.color)
+        painted = _painted(crop, shape.color, channels)
         inner = painted[1:-1, 1:-1]
         shown = cv2.countNonZero(painted) - (cv2.countNonZero(inner) if inner.size else 0)
         return shown / (painted.size - inner.size)
     if shape.kind == "contour":
         rows, cols = data
-        line = np.zeros(window.shape, np.uint8)
+        line = np.zeros(window.shape[:2], np.uint8)
         line[rows - y0, cols - x0] = 1
-        window[_within(line, t / 2 + tol + 0.5) != 0] = 0
+        _zero_where(window, _within(line, t / 2 + tol + 0.5))
         # sub-pixel contour vertices round differently in cv2 and here: allow half a stroke + 1 px
-        near = _within(_painted(rendered[y0:y1, x0:x1], shape.color), t / 2 + tol)
+        near = _within(_painted(rendered[y0:y1, x0:x1], shape.color, channels), t / 2 + tol)
         return cv2.countNonZero(cv2.bitwise_and(near, line)) / cv2.countNonZero(line)
     if shape.kind == "mask":
-        window[data] = 0
+        _zero_where(window, data.view(np.uint8))
         return None
     if shape.kind == "point":
         x, y = shape.point
-        yy = np.arange(y0, y1)[:, None]
-        xx = np.arange(x0, x1)[None, :]
-        window[(xx - x) ** 2 + (yy - y) ** 2 <= (t + tol) ** 2] = 0
+        r = t + tol
+        if x == int(x) and y == int(y):  # a pixel centre: the offsets of a disc of radius r
+            cx, cy = int(x) - r, int(y) - r  # the disc's top-left pixel
+            disc = _point_disc(r)[y0 - cy : y1 - cy, x0 - cx : x1 - cx]
+            _zero_where(window, disc)
+        else:
+            yy = np.arange(y0, y1)[:, None]
+            xx = np.arange(x0, x1)[None, :]
+            window[(xx - x) ** 2 + (yy - y) ** 2 <= r**2] = 0
         cy, cx = int(y), int(x)
-        return 1.0 if _painted(rendered[cy : cy + 1, cx : cx + 1], shape.color)[0, 0] else 0.0
+        pixel = rendered[cy : cy + 1, cx : cx + 1]
+        return 1.0 if _painted(pixel, shape.color, channels)[0, 0] else 0.0
     return None
+
+
+@lru_cache(maxsize=64)
+def _point_disc(r: int) -> np.ndarray:
+    """uint8 map of the offsets ``(dx, dy)`` in ``[-r, r]`` with ``dx^2 + dy^2 <= r^2``."""
+    d = np.arange(-r, r + 1)
+    disc = (d[None, :] ** 2 + d[:, None] ** 2 <= r**2).astype(np.uint8)
+    disc.flags.writeable = False
+    return disc
+
+
+def _zero_where(window: np.ndarray, where: np.ndarray) -> None:
+    """``window[where != 0] = 0`` in place (uint8 maps of one size). Array minus itself, not
+    ``bitwise_and`` with a scalar 0: cv2 takes a 1x1 array for a scalar there."""
+    cv2.subtract(window, window, dst=window, mask=where)
 
 
 def _union(rects: list[Rect]) -> Rect | None:
@@ -250,7 +312,13 @@ def _same_outside(clean: np.ndarray, rendered: np.ndarray, rect: Rect | None) ->
 
 
 def check_alignment(
-    clean: np.ndarray, rendered: np.ndarray, shapes: Sequence[DrawnShape], item_id: str
+    clean: np.ndarray,
+    rendered: np.ndarray,
+    shapes: Sequence[DrawnShape],
+    item_id: str,
+    *,
+    channels: str = "rgb",
+    decoded: Sequence[Any] | None = None,
 ) -> list[str]:
     """Problems (each naming ``item_id``) where pixels and recorded shapes disagree; [] if none.
 
@@ -258,6 +326,12 @@ def check_alignment(
     Changed pixels are mapped only inside the union of the shapes' crops; outside it the two
     images must be equal (checked without a map). Only when some changed pixel is not allowed
     is the whole image mapped, to report how many there are and where.
+
+    ``channels`` is the images' channel order (``rgb`` or ``bgr``). ``decoded`` (one entry per
+    shape, None where unknown) hands over what a renderer already computed from the recorded
+    geometry, so it is not parsed again: a contour's ``polygon`` as an ``(N, 2)`` float64
+    array, a mask's ``rle_decode_box`` of its RLE (:attr:`RenderResult.decoded`). Each must
+    equal what the shape records; the verdicts are those without it.
     """
     if clean.shape != rendered.shape or clean.dtype != rendered.dtype:
         return [
@@ -268,22 +342,29 @@ def check_alignment(
     problems: list[str] = []
     plans = []
     for i, shape in enumerate(shapes):
-        pts = _points(shape.polygon) if shape.kind == "contour" else None
+        known = decoded[i] if decoded is not None else None
+        pts = None
+        if shape.kind == "contour":
+            pts = known if known is not None else _points(shape.polygon)
         if problem := _shape_problem(shape, h, w, pts):
             problems.append((i, f"{_name(item_id, i, shape)} {problem}"))
             continue
-        plans.append((i, shape, *_prepare(shape, pts, h, w)))
+        plans.append((i, shape, *_prepare(shape, pts, h, w, known)))
     union = _union([rect for _, _, rect, _ in plans if rect is not None])
     full = None  # the changed-pixel map of the whole image, built only when needed
     if clean.ndim == 3 and clean.shape[2] == 3 and clean.dtype == np.uint8:
         x0, y0, x1, y1 = union or (0, 0, 0, 0)
-        changed = _changed(clean[y0:y1, x0:x1], rendered[y0:y1, x0:x1]) if union else None
+        # per channel (255 where it differs): clearing a pixel clears its three channels, and
+        # only whether any is left matters here
+        changed = None
+        if union:
+            changed = cv2.compare(clean[y0:y1, x0:x1], rendered[y0:y1, x0:x1], cv2.CMP_NE)
         origin = (x0, y0)
     else:
         changed = full = _changed(clean, rendered)
         origin = (0, 0)
     for i, shape, rect, data in plans:
-        shown = _clear_allowed(shape, rect, data, rendered, changed, origin)
+        shown = _clear_allowed(shape, rect, data, rendered, changed, origin, channels)
         if shown is not None and shown < MIN_COVERAGE:
             problems.append(
                 (
@@ -296,13 +377,13 @@ def check_alignment(
     problems.sort(key=lambda p: p[0])  # at most one problem per shape, in shape order
     out = [text for _, text in problems]
     if full is None:
-        if (changed is None or not cv2.countNonZero(changed)) and _same_outside(
-            clean, rendered, union
+        if (changed is None or not cv2.countNonZero(changed.reshape(len(changed), -1))) and (
+            _same_outside(clean, rendered, union)
         ):
             return out
         full = _changed(clean, rendered)  # map the whole image to describe the stray pixels
         for _, shape, rect, data in plans:
-            _clear_allowed(shape, rect, data, rendered, full, (0, 0))
+            _clear_allowed(shape, rect, data, rendered, full, (0, 0), channels)
     if cv2.countNonZero(full):
         ys, xs = np.nonzero(full)
         out.append(
