@@ -127,7 +127,10 @@ def _fit(sampler, spec: TaskSpec, refs, labels, embeddings, seed: int) -> None:
     """Give a visual sampler the embedded samples of the task's pool, labelled by their truth."""
     if not refs:
         raise RecipeError(f"task {spec.name!r}: none of its samples could be embedded")
-    vectors = np.stack([embeddings[r.sample_id] for r in refs])
+    first = np.asarray(embeddings[refs[0].sample_id])
+    vectors = np.empty((len(refs), first.shape[-1]), np.float32)  # filled row by row: no
+    for k, ref in enumerate(refs):  # list of per-row views, no second stacked copy
+        vectors[k] = embeddings[ref.sample_id]
     sampler.fit(refs, vectors, labels, rng=rng_for(seed, "fit", spec.name))
 
 

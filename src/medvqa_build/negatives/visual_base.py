@@ -38,9 +38,10 @@ class EmbeddingTable:
         keep = [i for i, lab in enumerate(labels) if lab]
         kept = [samples[i] for i in keep]
         ids = [s.sample_id for s in kept]
+        rows = embeddings if len(keep) == len(labels) else embeddings[keep]  # no copy if all
         return cls(
             sample_ids=ids,
-            embeddings=l2_normalise(embeddings[keep]) if keep else embeddings[:0],
+            embeddings=normalise_rows(rows) if keep else embeddings[:0],
             labels=[str(labels[i]) for i in keep],
             sources=np.array([s.source for s in kept], dtype=object),
             modalities=np.array([s.modality for s in kept], dtype=object),
@@ -71,6 +72,18 @@ class EmbeddingTable:
         if same_modality:
             mask &= self.modalities == request.sample.modality
         return mask
+
+
+NORMALISE_ROWS = 8192  # rows normalised at a time: no full-size temporaries
+
+
+def normalise_rows(x: np.ndarray) -> np.ndarray:
+    """:func:`l2_normalise` of a large matrix into one new array, a block of rows at a time
+    (each row is normalised on its own, so the values are those of the one-shot call)."""
+    out = np.empty(x.shape, np.float32)
+    for start in range(0, len(x), NORMALISE_ROWS):
+        out[start : start + NORMALISE_ROWS] = l2_normalise(x[start : start + NORMALISE_ROWS])
+    return out
 
 
 def allowed_classes(request: OptionRequest, classes: Sequence[str]) -> list[str]:
