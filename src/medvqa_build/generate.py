@@ -201,11 +201,20 @@ def generate_items(
     ``samples`` may be a list or a :class:`~medvqa_build.tables.SampleTable`; a table is
     read a batch at a time and never held whole (except by multi-image tasks)."""
     result = GenerateResult()
-    keep = sink if sink is not None else result.items.append
-    source = as_sample_source(samples)
-    slots = BalancedSlots(rng_for(recipe.seed, "answer-slots"))
-    ontologies = {sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()}
-    test_groups: set[str] = set()  # groups of the benchmark items made so far
+    run = _Run(
+        recipe=recipe,
+        source=as_sample_source(samples),
+        embeddings=embeddings,
+        ontologies={sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()},
+        slots=BalancedSlots(rng_for(recipe.seed, "answer-slots")),
+        manifests=manifests,
+        out_dir=out_dir,
+        roots=dict(roots or {}),
+        keep=sink if sink is not None else result.items.append,
+        result=result,
+        test_groups=set(),
+        progress=progress,
+    )
     # benchmark tasks first, so instruction-tuning ("train") tasks can avoid their groups
     specs = sorted(recipe.tasks, key=lambda t: t.split != "test")
     phases = [[t for t in specs if t.split == "test"], [t for t in specs if t.split != "test"]]
@@ -223,69 +232,61 @@ def generate_items(
                     sampler=sampler,
                     sources=spec.sources or [s.id for s in recipe.sources],
                     visual=visual,
-                    groups=frozenset(test_groups) if spec.split == "train" else frozenset(),
+                    groups=frozenset(run.test_groups) if spec.split == "train" else frozenset(),
                 )
             )
-        _plan_pools([t for t in tasks if t.gen.per_sample], source, embeddings)
+        _plan_pools([t for t in tasks if t.gen.per_sample], run.source, embeddings)
         for task in tasks:
-            _generate_task(
-                task,
-                recipe,
-                source,
-                embeddings,
-                ontologies,
-                slots,
-                manifests,
-                out_dir,
-                roots,
-                keep,
-                result,
-                test_groups,
-                progress,
-            )
+            _generate_task(task, run)
             task.rows = task.ordinals = task.truth_codes = array("q")  # free the plan
     return result
 
 
-def _generate_task(
-    task,
-    recipe,
-    source,
-    embeddings,
-    ontologies,
-    slots,
-    manifests,
-    out_dir,
-    roots,
-    keep,
-    result,
-    test_groups,
-    progress,
-) -> None:
+@dataclass
+class _Run:
+    """What every task of one ``generate_items`` call shares."""
+
+    recipe: Recipe
+    source: object  # SampleTable | SampleList
+    embeddings: object
+    ontologies: dict[str, Ontology]
+    slots: BalancedSlots
+    manifests: dict[str, SourceManifest]
+    out_dir: Path | None
+    roots: dict[str, Path]
+    keep: Callable[[Item], None]
+    result: GenerateResult
+    test_groups: set[str]  # groups of the benchmark items made so far
+    progress: bool
+
+
+def _generate_task(task: _Task, run: _Run) -> None:
     """Make one task's items, in round-robin order, until its quota is met."""
     spec, gen = task.spec, task.gen
-    rng = rng_for(recipe.seed, "generate", spec.name)
-    vocab, pool, candidates = _candidates_in_order(task, source, embeddings, recipe.seed, rng)
+    rng = rng_for(run.recipe.seed, "generate", spec.name)
+    vocab, pool, candidates = _candidates_in_order(
+        task, run.source, run.embeddings, run.recipe.seed, rng
+    )
     ctx = GenContext(
-        recipe=recipe,
+        recipe=run.recipe,
         spec=spec,
         rng=rng,
         sampler=task.sampler,
-        slots=slots,
+        slots=run.slots,
         vocab=vocab,
-        ontologies=ontologies,
-        manifests=manifests,
-        out_dir=out_dir,
+        ontologies=run.ontologies,
+        manifests=run.manifests,
+        out_dir=run.out_dir,
         pool=pool,
-        roots=dict(roots or {}),
+        roots=dict(run.roots),
     )
-    made, quota = 0, recipe.quota(spec)
-    bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not progress, leave=False)
+    made, quota = 0, run.recipe.quota(spec)
+    bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not run.progress, leave=False)
     for cand in candidates:
         if made >= quota:
             break
-        if task.visual and cand.sample.sample_id not in embeddings:
-            result.dropped.append(
+        if task.visual and cand.sample.sample_id not in run.embeddings:
+            run.result.dropped.append(
                 {
                     "task": spec.name,
                     "sample_id": cand.sample.sample_id,
@@ -298,20 +299,20 @@ def _generate_task(
             if spec.split != "test":
                 item = item.replace(split=spec.split)
         except (NotEnoughOptions, ItemProblem) as exc:
-            result.dropped.append(
+            run.result.dropped.append(
                 {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
             )
             continue
-        keep(item)
-        result.count += 1
+        run.keep(item)
+        run.result.count += 1
         if spec.split == "test":
             by_id = {s.sample_id: s for s in cand.all_samples}
             missing = [i for i in item.sample_ids if i not in by_id]
             if missing:  # an item may show pool samples besides its candidate's
-                by_id.update(source.get(missing))
-            test_groups.update(by_id[i].group_id for i in item.sample_ids if i in by_id)
+                by_id.update(run.source.get(missing))
+            run.test_groups.update(by_id[i].group_id for i in item.sample_ids if i in by_id)
         made += 1
         bar.update()
     bar.close()
     if made < quota:
-        result.shortfall[spec.name] = quota - made
+        run.result.shortfall[spec.name] = quota - made
