@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import sys
 from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import chain
 from typing import Any
+
+import numpy as np
 
 BoxXYXY = tuple[float, float, float, float]
 PointXY = tuple[float, float]
@@ -36,6 +40,96 @@ def _points(value: Any) -> tuple[PointXY, ...]:
     if not value:
         return ()
     return tuple((float(x), float(y)) for x, y in value)
+
+
+def _polygon(value: Any) -> Polygon | tuple:
+    """A row's polygon (a list of ``[x, y]``) as a :class:`Polygon`; ``()`` when empty."""
+    return Polygon(value) if value else ()
+
+
+def _point_rows(points: Sequence[PointXY]) -> list[list[float]]:
+    if isinstance(points, Polygon):
+        return points.to_array().tolist()
+    return [list(p) for p in points]
+
+
+class Polygon(Sequence):
+    """A polygon's ``(x, y)`` vertices packed as float64 pairs (16 bytes a vertex, not a tuple
+    of two floats: a traced outline has hundreds of vertices and a rendered build holds many).
+
+    Reads like the tuple of ``(x, y)`` tuples it replaces: iterating and indexing give
+    ``(x, y)`` tuples, it compares equal to such a tuple (or a list of pairs) and hashes like
+    one, so records stay comparable and hashable; ``np.asarray(polygon)`` is ``(N, 2)``."""
+
+    __slots__ = ("_xy",)
+
+    def __init__(self, points: Any = ()) -> None:
+        if isinstance(points, Polygon):
+            xy = points._xy
+        elif isinstance(points, np.ndarray):
+            pts = np.asarray(points, np.float64)
+            if pts.size and (pts.ndim != 2 or pts.shape[1] != 2):
+                raise ValueError(f"polygon array must be (N, 2), got shape {pts.shape}")
+            xy = array("d", pts.tobytes())
+        else:
+            points = points if isinstance(points, (list, tuple)) else list(points)
+            xy = array("d", map(float, chain.from_iterable(points)))
+            if len(xy) != 2 * len(points):
+                raise ValueError(f"polygon vertices must be (x, y) pairs, got {points[:3]!r}...")
+        object.__setattr__(self, "_xy", xy)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Polygon is immutable")
+
+    def __len__(self) -> int:
+        return len(self._xy) // 2
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("polygon vertex index out of range")
+        return (self._xy[2 * index], self._xy[2 * index + 1])
+
+    def __iter__(self) -> Iterator[PointXY]:
+        it = iter(self._xy)
+        return zip(it, it, strict=True)  # the array holds whole pairs
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Polygon):
+            return self._xy == other._xy
+        if isinstance(other, (tuple, list)):
+            if len(other) != len(self):
+                return False
+            try:
+                return tuple(self) == tuple(map(tuple, other))
+            except TypeError:  # not a sequence of pairs
+                return False
+        return NotImplemented
+
+    def __ne__(self, other) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Polygon({list(self)!r})"
+
+    def __reduce__(self):
+        return (Polygon, (self.to_array(),))
+
+    def to_array(self) -> np.ndarray:
+        """The vertices as a new ``(N, 2)`` float64 array."""
+        return np.frombuffer(self._xy, np.float64).reshape(-1, 2).copy()
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        out = self.to_array()
+        return out if dtype is None else out.astype(dtype, copy=False)
 
 
 class RLECounts(array):
@@ -117,20 +211,22 @@ class Region:
     label: str
     bbox: BoxXYXY | None = None
     mask: MaskRef | None = None
-    polygon: tuple[PointXY, ...] = ()
+    polygon: Polygon | tuple[PointXY, ...] = ()  # stored as a Polygon
     points: tuple[PointXY, ...] = ()
     level: str | None = None
 
     def __post_init__(self) -> None:
         if self.bbox is not None and len(self.bbox) != 4:
             raise ValueError(f"bbox must have 4 numbers, got {self.bbox!r}")
+        if self.polygon and not isinstance(self.polygon, Polygon):
+            object.__setattr__(self, "polygon", Polygon(self.polygon))
 
     def to_row(self) -> dict:
         return {
             "label": self.label,
             "bbox": list(self.bbox) if self.bbox is not None else None,
             "mask": self.mask.to_row() if self.mask is not None else None,
-            "polygon": [list(p) for p in self.polygon],
+            "polygon": _point_rows(self.polygon),
             "points": [list(p) for p in self.points],
             "level": self.level,
         }
@@ -141,7 +237,7 @@ class Region:
             label=_intern(row["label"]),
             bbox=_tuple_or_none(row.get("bbox")),
             mask=MaskRef.from_row(row.get("mask")),
-            polygon=_points(row.get("polygon")),
+            polygon=_polygon(row.get("polygon")),
             points=_points(row.get("points")),
             level=_intern(row.get("level")),
         )
@@ -229,10 +325,14 @@ class DrawnShape:
     label: str | None = None
     color: str | None = None
     bbox: BoxXYXY | None = None
-    polygon: tuple[PointXY, ...] = ()
+    polygon: Polygon | tuple[PointXY, ...] = ()  # stored as a Polygon
     point: PointXY | None = None
     mask: MaskRef | None = None
     thickness_px: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.polygon and not isinstance(self.polygon, Polygon):
+            object.__setattr__(self, "polygon", Polygon(self.polygon))
 
     def to_row(self) -> dict:
         return {
@@ -241,7 +341,7 @@ class DrawnShape:
             "label": self.label,
             "color": self.color,
             "bbox": list(self.bbox) if self.bbox is not None else None,
-            "polygon": [list(p) for p in self.polygon],
+            "polygon": _point_rows(self.polygon),
             "point": list(self.point) if self.point is not None else None,
             "mask": self.mask.to_row() if self.mask is not None else None,
             "thickness_px": self.thickness_px,
@@ -255,7 +355,7 @@ class DrawnShape:
             label=row.get("label"),
             color=row.get("color"),
             bbox=_tuple_or_none(row.get("bbox")),
-            polygon=_points(row.get("polygon")),
+            polygon=_polygon(row.get("polygon")),
             point=_tuple_or_none(row.get("point")),
             mask=MaskRef.from_row(row.get("mask")),
             thickness_px=row.get("thickness_px"),

@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from ..geometry import crop_contours
-from ..records import DrawnShape
+from ..records import DrawnShape, Polygon
 from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
 from .masks import load_region_crop
 
@@ -40,7 +40,6 @@ def _draw_contours(
         # vertices are multiples of 0.5: scaled by 1 << _SHIFT they are exact integers
         fixed = (contour * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
         cv2.polylines(image, [fixed], True, color, t, cv2.LINE_8, _SHIFT)
-        polygon = tuple(zip(*contour.T.tolist(), strict=True))  # (x, y) Python floats
         # numpy's ceil keeps the sign of -0.0 (a mask touching the left or top border)
         x1, y1 = np.ceil(contour.min(axis=0)).tolist()
         x2, y2 = (np.floor(contour.max(axis=0)) + 1).tolist()
@@ -51,7 +50,7 @@ def _draw_contours(
             color=mark.color,
             # vertices sit on or half a pixel outside the mask: the tight box of the pixels
             bbox=(x1, y1, x2, y2),
-            polygon=polygon,
+            polygon=Polygon(contour),
             thickness_px=t,
         )
         out.append((shape, contour))

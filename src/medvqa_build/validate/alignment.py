@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from ..geometry import box_problem, rle_decode_box
-from ..records import DrawnShape
+from ..records import DrawnShape, Polygon
 from ..render.base import COLORS, channel_colors
 
 TOLERANCE_PX = 1  # slack around a stroke for rounding of sub-pixel geometry
@@ -123,6 +123,8 @@ def _line_cover(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _points(polygon) -> np.ndarray:
     """``np.asarray(polygon, float).reshape(-1, 2)``, flattened without numpy's per-element
     shape discovery when the polygon is a sequence of (x, y) pairs."""
+    if isinstance(polygon, Polygon):
+        return polygon.to_array()
     try:
         if set(map(len, polygon)) <= {2}:
             return np.fromiter(itertools.chain.from_iterable(polygon), np.float64).reshape(-1, 2)
