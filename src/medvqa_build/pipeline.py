@@ -208,9 +208,11 @@ def build(
     every CPU of it, see ``docs/cluster.md``); the outputs are identical whichever runs them.
     """
     from .executors import make_executor
+    from .memory import limit_arenas
     from .schema import use_returning_memory_pool
 
     use_returning_memory_pool()
+    limit_arenas()
     with make_executor(executor, workers, **(executor_options or {})) as ex:
         return _build(recipe, out_dir, progress, force_export, allow_missing, ex)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .memory import release_freed_memory
 from .recipe import fingerprint
 from .schema import _umask, atomic_path
 
@@ -93,6 +94,7 @@ def run_stage(
     tmp.chmod(0o777 & ~_umask())
     try:
         stats = build(tmp)
+        release_freed_memory()  # what this stage freed does not count towards the next one
         crash_point(name)
         (tmp / MARKER).write_text(
             json.dumps(
