@@ -1,0 +1,53 @@
+"""medvqa_build.memory: freed pages go back to the system between stages (glibc)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from medvqa_build import memory
+
+glibc = pytest.mark.skipif(memory._glibc() is None, reason="needs glibc")
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("RssAnon"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError("no RssAnon")
+
+
+@glibc
+def test_release_returns_freed_heap_pages():
+    # many 64 KiB blocks (below glibc's mmap threshold: they live on the heap), the last one
+    # kept: without a trim the freed ones stay resident
+    blocks = [np.ones(64 * 1024, np.uint8) for _ in range(1600)]
+    keep = blocks[-1]
+    before = _rss_mib()
+    del blocks
+    memory.release_freed_memory()
+    after = _rss_mib()
+    assert keep.sum() == 64 * 1024
+    assert before - after > 50, (before, after)
+
+
+@glibc
+def test_arena_cap_respects_the_users_setting(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    assert memory.limit_arenas() is False
+    monkeypatch.delenv("MALLOC_ARENA_MAX")
+    assert memory.limit_arenas() is True
+
+
+def test_no_op_without_glibc(monkeypatch):
+    monkeypatch.setattr(memory, "_glibc", lambda: None)
+    assert memory.limit_arenas() is False
+    memory.release_freed_memory()  # nothing to call, nothing raised
+
+
+def test_glibc_found_on_linux_glibc():
+    if sys.platform.startswith("linux") and "glibc" in " ".join(__import__("platform").libc_ver()):
+        assert memory._glibc() is not None
