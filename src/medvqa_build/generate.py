@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from .errors import RecipeError
 from .manifest import SourceManifest
+from .memory import release_freed_memory
 from .negatives import SAMPLERS, NotEnoughOptions
 from .negatives.placement import BalancedSlots
 from .ontology import Ontology
@@ -156,6 +157,8 @@ def _planned_candidates(task: _Task, order: list[int], source) -> Iterable[Candi
             if cand.truth != names[task.truth_codes[k]]:  # the table changed: never guess
                 raise RuntimeError(f"sample {cand.sample.sample_id!r} changed during generate")
             yield cand
+        del found, cands
+        release_freed_memory(collect=False)
 
 
 def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):

@@ -45,10 +45,12 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     return bool(libc.mallopt(M_ARENA_MAX, int(arenas)))
 
 
-def release_freed_memory() -> None:
-    """Collect garbage and hand the allocator's free pages back to the system (between
-    stages: what a finished stage freed no longer counts towards the next one's peak)."""
-    gc.collect()
+def release_freed_memory(collect: bool = True) -> None:
+    """Collect garbage (unless ``collect`` is false) and hand the allocator's free pages back
+    to the system: between stages, so what a finished stage freed no longer counts towards
+    the next one's peak, and (without the collection) between a stage's windows of items."""
+    if collect:
+        gc.collect()
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)

@@ -27,6 +27,7 @@ from .export import EXPORTERS, ExportContext
 from .generate import generate_items
 from .images import resolve_image
 from .manifest import SourceManifest
+from .memory import limit_arenas, release_freed_memory
 from .quarantine import QuarantineEntry, read_quarantine, write_quarantine
 from .recipe import Recipe
 from .records import Item
@@ -208,7 +209,6 @@ def build(
     every CPU of it, see ``docs/cluster.md``); the outputs are identical whichever runs them.
     """
     from .executors import make_executor
-    from .memory import limit_arenas
     from .schema import use_returning_memory_pool
 
     use_returning_memory_pool()
@@ -346,6 +346,8 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
                 bad += w_bad
                 problems += w_problems
                 bar.update(len(window))
+                del window, rendered
+                release_freed_memory(collect=False)
         bar.close()
         (d / "quarantine.json").write_text(json.dumps(bad, indent=2) + "\n")
         (d / "alignment.json").write_text(json.dumps(problems, indent=2) + "\n")

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..geometry import BOX_CONVENTIONS, box_problem, iou
 from ..media.image import ImageProblem, check_image
+from ..memory import release_freed_memory
 from ..ontology import Ontology
 from ..records import Item, Sample
 from ..tables import SampleTable, batched, sample_lookup
@@ -630,6 +631,7 @@ def run_rules(
                 c.add(item, ctx)
         ctx.samples_by_id = {}
         del window
+        release_freed_memory(collect=False)
     problems: list[Problem] = []
     for rule in chosen:
         problems += collectors[rule.id].finish(ctx) if rule.id in collectors else found[rule.id]
