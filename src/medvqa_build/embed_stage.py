@@ -8,6 +8,7 @@ Vectors come from the shared cache when the same content was embedded before, by
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -108,23 +109,48 @@ def embed_stage(
 
 
 class EmbeddingLookup(Mapping[str, np.ndarray]):
-    """``sample_id -> vector`` over the memory-mapped embedding matrix: the ids are kept as one
-    sorted fixed-width array (no dict entry or array view per sample), rows read on demand."""
+    """``sample_id -> vector`` over the embedding matrix: the ids are one sorted array of
+    UTF-8 bytes (no dict entry or array view per sample), rows read on demand.
+
+    Over the stage's memory-mapped ``.npy`` each row is read from the file (``pread``), not
+    through the mapping: rows read through a mapping stay resident for as long as it lives
+    (a sampler's fit reads every row: 60 MiB at 100k samples of a 150-d embedder)."""
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray):
         if len(ids) != len(vectors):
             raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
-        keys = np.asarray(ids, dtype=str) if len(ids) else np.array([], dtype="<U1")
-        self._order = np.argsort(keys, kind="stable")
+        keys = np.array([i.encode() for i in ids], dtype=bytes) if len(ids) else np.array([], "S1")
+        self._order = np.argsort(keys, kind="stable").astype(np.int64)
         self._keys = keys[self._order]
-        self._ids = keys
         self.vectors = vectors
+        self._fd: int | None = None
+        self._file = None
+        if isinstance(vectors, np.memmap) and vectors.filename and vectors.flags.c_contiguous:
+            self._file = str(vectors.filename)
+            self._offset = int(vectors.offset)
+            self._row_shape = vectors.shape[1:]
+            self._row_bytes = vectors.dtype.itemsize * int(np.prod(self._row_shape, dtype=int))
+
+    def _descriptor(self) -> int:
+        """The open file, opened once per process (a pickled or forked copy opens its own)."""
+        if self._fd is None or self._pid != os.getpid():
+            self._fd, self._pid = os.open(self._file, os.O_RDONLY), os.getpid()
+        return self._fd
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fd": None}
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", None) is not None and self._pid == os.getpid():
+            os.close(self._fd)
+            self._fd = None
 
     def _row(self, sample_id) -> int | None:
         if not isinstance(sample_id, str) or not len(self._keys):
             return None
-        pos = int(np.searchsorted(self._keys, sample_id))
-        if pos < len(self._keys) and self._keys[pos] == sample_id:
+        key = sample_id.encode()
+        pos = int(np.searchsorted(self._keys, key))
+        if pos < len(self._keys) and self._keys[pos] == key:
             return int(self._order[pos])
         return None
 
@@ -132,13 +158,18 @@ class EmbeddingLookup(Mapping[str, np.ndarray]):
         row = self._row(sample_id)
         if row is None:
             raise KeyError(sample_id)
-        return self.vectors[row]
+        if self._file is None:
+            return self.vectors[row]
+        data = os.pread(self._descriptor(), self._row_bytes, self._offset + row * self._row_bytes)
+        return np.frombuffer(data, self.vectors.dtype).reshape(self._row_shape)
 
     def __contains__(self, sample_id: object) -> bool:
         return self._row(sample_id) is not None
 
     def __iter__(self) -> Iterator[str]:
-        return (str(k) for k in self._ids)
+        in_rows = np.empty_like(self._keys)
+        in_rows[self._order] = self._keys  # back in row order
+        return (k.decode() for k in in_rows)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._keys)

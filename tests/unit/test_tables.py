@@ -103,6 +103,25 @@ def test_embedding_lookup_is_a_mapping_over_rows():
     assert dict(emb.items())["b"].tolist() == [0.0, 1.0]
 
 
+def test_embedding_lookup_reads_rows_of_a_memory_mapped_file(tmp_path):
+    import pickle
+
+    rng = np.random.default_rng(1)
+    ids = [f"src:img_{i:03d}.jpg" for i in rng.permutation(50)] + ["src:é.jpg"]
+    vectors = rng.normal(size=(len(ids), 7)).astype(np.float32)
+    np.save(tmp_path / "embeddings.npy", vectors)
+    mapped = np.load(tmp_path / "embeddings.npy", mmap_mode="r")
+    emb = EmbeddingLookup(ids, mapped)
+    assert emb._file is not None  # rows come from the file, not through the mapping
+    for row, sid in enumerate(ids):
+        got = emb[sid]
+        assert got.dtype == np.float32 and got.shape == (7,)
+        assert np.array_equal(got, vectors[row])
+    assert list(emb) == ids and "src:é.jpg" in emb and "src:x.jpg" not in emb
+    copy = pickle.loads(pickle.dumps(emb))  # opens its own file
+    assert np.array_equal(copy["src:é.jpg"], vectors[-1])
+
+
 def _recipe(repo, quota=200, **changes):
     data = yaml.safe_load((repo / "recipes" / "demo.yaml").read_text())
     tasks = [t for t in data["tasks"] if t["name"] != "lesion-type-hard"]
