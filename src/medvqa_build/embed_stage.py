@@ -132,7 +132,8 @@ class EmbeddingLookup(Mapping[str, np.ndarray]):
             self._row_bytes = vectors.dtype.itemsize * int(np.prod(self._row_shape, dtype=int))
 
     def _descriptor(self) -> int:
-        """The open file, opened once per process (a pickled or forked copy opens its own)."""
+        """The open file, opened once per process (a copy sent to or forked into another
+        process opens its own)."""
         if self._fd is None or self._pid != os.getpid():
             self._fd, self._pid = os.open(self._file, os.O_RDONLY), os.getpid()
         return self._fd
