@@ -74,7 +74,7 @@ def embed_stage(
                 path = frames / f"{k:08d}.png"
                 frames.mkdir(exist_ok=True)
                 path.write_bytes(encode_image(rgb, "png"))
-            paths.append(path)
+            paths.append(str(path))  # a str is a fraction of a Path object
             ids.append(sample.sample_id)
         # written straight into the stage's .npy (memory-mapped), never all in memory
         vectors = np.lib.format.open_memmap(

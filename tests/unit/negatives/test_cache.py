@@ -78,3 +78,20 @@ def test_other_embedder_id_does_not_share(tmp_path):
     embed_with_cache(a, paths, tmp_path / "cache", progress=False)
     embed_with_cache(b, paths, tmp_path / "cache", progress=False)
     assert a.seen == 3 and b.seen == 3
+
+
+def test_vectors_written_into_a_memory_mapped_file_match(tmp_path):
+    """A file-backed ``out`` is filled with pwrite, shard by shard: the same values, in key
+    order, as an in-memory result (keys spanning shards, repeated, out of order)."""
+    paths = write_files(tmp_path / "imgs", 11)
+    emb = CountingEmbedder()
+    embed_with_cache(emb, paths, tmp_path / "cache", shard_rows=3, progress=False)
+    order = [paths[i] for i in (10, 0, 5, 5, 3, 9, 1, 0)]
+    expected = embed_with_cache(emb, order, tmp_path / "cache", progress=False)
+    out = np.lib.format.open_memmap(tmp_path / "e.npy", mode="w+", dtype=np.float32, shape=(8, 8))
+    got = embed_with_cache(emb, order, tmp_path / "cache", progress=False, out=out)
+    assert got is out and emb.seen == 11  # all from the cache's four shards
+    del out, got
+    np.testing.assert_array_equal(np.load(tmp_path / "e.npy"), expected)
+    np.testing.assert_array_equal(expected[2], expected[3])
+    assert not np.array_equal(expected[0], expected[1])
