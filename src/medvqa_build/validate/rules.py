@@ -25,6 +25,7 @@ from ..ontology import Ontology
 from ..records import Item, Sample
 from ..tables import SampleTable, batched, sample_lookup
 from .checks import Problem
+from .summaries import IdLog, SplitTracker, duplicated
 
 LETTERS = string.ascii_uppercase
 PROMPT_LEVELS = ("image", "box", "contour", "mask", "point", "multi", "coord")
@@ -61,6 +62,8 @@ class RuleContext:
     duplicate_groups: Sequence[Sequence[str]] = ()
     samples_known: bool | None = None
     _sizes: dict[str, tuple[int, int] | str] = field(default_factory=dict)
+    # every item id the build rules saw, in order (they keep positions into it)
+    item_ids: IdLog = field(default_factory=IdLog)
     _ontologies: dict[str, Ontology] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -320,16 +323,21 @@ def _licence(item: Item, ctx: RuleContext) -> list[str]:
 
 
 class _UniqueIds:
+    """A hash and a position per item; the ids of equal hashes are compared at the end."""
+
     def __init__(self, ctx: RuleContext):
-        self.counts: Counter[str] = Counter()
+        self.hashes, self.positions = array("q"), array("q")
 
     def add(self, item: Item, ctx: RuleContext) -> None:
-        self.counts[item.item_id] += 1
+        self.hashes.append(hash(item.item_id))
+        self.positions.append(ctx.item_ids.position(item))
 
     def finish(self, ctx: RuleContext) -> list[Problem]:
+        at, _ = duplicated(self.hashes)
+        counts = Counter(ctx.item_ids[self.positions[i]] for i in at.tolist())
         return [
             Problem(i, "item-id-unique", f"{n} items share this id")
-            for i, n in sorted(self.counts.items())
+            for i, n in sorted(counts.items())
             if n > 1
         ]
 
@@ -380,8 +388,7 @@ class _LetterBalance:
 class _ImageCount:
     def __init__(self, ctx: RuleContext):
         self.problems: list[Problem] = []  # per item, in item order
-        self.ids: list[str] = []  # item ids in order
-        # (task, subtask, prompt_level) -> image count -> positions of its items in ``ids``
+        # (task, subtask, prompt_level) -> image count -> positions of its items (ctx.item_ids)
         self.groups: dict[tuple, dict[int, array]] = {}
 
     def add(self, item: Item, ctx: RuleContext) -> None:
@@ -392,8 +399,7 @@ class _ImageCount:
         at = by_count.get(len(item.images))
         if at is None:
             at = by_count[len(item.images)] = array("q")
-        at.append(len(self.ids))
-        self.ids.append(item.item_id)
+        at.append(ctx.item_ids.position(item))
         synthesised = any(r.startswith("generated://") for r in item.images)
         if not synthesised and len(item.images) != len(item.sample_ids):
             self.problems.append(
@@ -423,7 +429,7 @@ class _ImageCount:
             odd = sorted((pos, n) for n, at in by_count.items() if n != usual for pos in at)
             out += [
                 Problem(
-                    self.ids[pos],
+                    ctx.item_ids[pos],
                     "image-count",
                     f"{n} image(s); the other items of {task}/{subtask} ({level}) have {usual}",
                 )
@@ -433,10 +439,9 @@ class _ImageCount:
 
 
 class _SplitLeak:
-    """Per group, source image and near-duplicate group: in which splits its items are.
-
-    A key seen in one split keeps ``[split, entries, ids]``; in several, ``{split: [entries,
-    ids]}``. ``ids`` is the one item id seen, or the set of them once there are more."""
+    """Per group, source image and near-duplicate group: in which splits its items are
+    (a :class:`SplitTracker`: three numbers per key an item has, the key's text only once it
+    leaks)."""
 
     def __init__(self, ctx: RuleContext):
         from ..curate.splits import item_groups
@@ -445,65 +450,38 @@ class _SplitLeak:
         self.member_of = {
             sid: n for n, members in enumerate(ctx.duplicate_groups) for sid in members
         }
-        self.keys: dict[tuple[str, str], list | dict[str, list]] = {}
-
-    def _add(self, key: tuple[str, str], split: str, item_id: str) -> None:
-        entry = self.keys.get(key)
-        if entry is None:
-            self.keys[key] = [split, 1, item_id]
-            return
-        if isinstance(entry, list):
-            if entry[0] == split:
-                entry[1] += 1
-                entry[2] = _with_id(entry[2], item_id)
-                return
-            entry = self.keys[key] = {entry[0]: entry[1:]}
-        rec = entry.get(split)
-        if rec is None:
-            entry[split] = [1, item_id]
-        else:
-            rec[0] += 1
-            rec[1] = _with_id(rec[1], item_id)
+        self.tracker = SplitTracker()
 
     def add(self, item: Item, ctx: RuleContext) -> None:
         if not item.split:
             return
+        at, split, add = ctx.item_ids.position(item), item.split, self.tracker.add
         for g in self.item_groups(item, ctx.samples_by_id):
-            self._add(("group", g), item.split, item.item_id)
+            add(("group", g), split, at)
         for ref in item.images:
             if ref.startswith("source://"):
-                self._add(("image", ref), item.split, item.item_id)
+                add(("image", ref), split, at)
         for sid in item.sample_ids:
             if sid in self.member_of:
-                self._add(
-                    ("near-duplicate", f"group {self.member_of[sid]}"), item.split, item.item_id
-                )
+                add(("near-duplicate", f"group {self.member_of[sid]}"), split, at)
 
     def finish(self, ctx: RuleContext) -> list[Problem]:
         out = []
-        for (kind, key), splits in sorted(self.keys.items()):
-            if isinstance(splits, list):
-                continue  # one split
+        for (kind, key), per_split in sorted(self.tracker.leaks()):
+            # split -> (records, the distinct ids of its items)
+            splits = {
+                s: (n, {ctx.item_ids[p] for p in at.tolist()}) for s, (n, at) in per_split.items()
+            }
             ordered = sorted(splits, key=lambda s: (-splits[s][0], s))
-            minority = splits[ordered[-1]][1]
-            shown = ", ".join(
-                f"{s}: {1 if isinstance(splits[s][1], str) else len(splits[s][1])}" for s in ordered
-            )
+            shown = ", ".join(f"{s}: {len(splits[s][1])}" for s in ordered)
             out.append(
                 Problem(
-                    minority if isinstance(minority, str) else min(minority),
+                    min(splits[ordered[-1]][1]),
                     "split-leak",
                     f"{kind} {key} is in several splits ({shown} items)",
                 )
             )
         return out
-
-
-def _with_id(ids: str | set[str], item_id: str) -> str | set[str]:
-    if isinstance(ids, str):
-        return ids if ids == item_id else {ids, item_id}
-    ids.add(item_id)
-    return ids
 
 
 def _whole_set(collector: type) -> Callable[[Iterable[Item], RuleContext], list[Problem]]:
