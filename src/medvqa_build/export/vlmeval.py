@@ -79,26 +79,30 @@ def export_suffix(path: Path) -> str:
 
 
 class _Images:
-    """Base64 length and content digest of each image file, kept once per reference; the
-    base64 text itself is made again row by row when the part is written, so an export
-    never holds all its images in memory."""
+    """The base64 length of each image for the plan and its bytes for the rows; nothing is
+    kept per image (an export of 10^6 images must not hold a digest for each): a plain file's
+    length is its size, and only DICOM conversions (whose PNG size is known once encoded) are
+    remembered, in a bounded cache."""
+
+    CACHE = 4096
 
     def __init__(self, resolve):
         self.resolve = resolve
-        self._info: dict[str, tuple[int, str]] = {}
+        self._converted: dict[str, int] = {}  # DICOM ref -> size of its PNG (bounded)
 
-    def _bytes(self, ref: str) -> bytes:
+    def data(self, ref: str) -> bytes:
         return export_image_bytes(self.resolve(ref))[0]  # DICOM: pixels only, never its header
 
-    def info(self, ref: str) -> tuple[int, str]:
-        """``(length of the base64 text, content digest)``."""
-        if ref not in self._info:
-            data = self._bytes(ref)
-            self._info[ref] = (4 * ((len(data) + 2) // 3), hashlib.sha256(data).hexdigest())
-        return self._info[ref]
-
-    def b64(self, ref: str) -> str:
-        return base64.b64encode(self._bytes(ref)).decode("ascii")
+    def b64_length(self, ref: str) -> int:
+        """The length of the image's base64 text."""
+        path = self.resolve(ref)
+        if not is_dicom(path):
+            size = path.stat().st_size
+        elif (size := self._converted.get(ref)) is None:
+            if len(self._converted) >= self.CACHE:
+                self._converted.clear()  # a dropped size is computed again alike
+            size = self._converted[ref] = len(export_image_bytes(path)[0])
+        return 4 * ((size + 2) // 3)
 
 
 class _Md5File:
@@ -163,7 +167,8 @@ class _PartWriter:
 
     def __init__(self, part: _Part, images: _Images, ctx: ExportContext, n_opt: int, path: Path):
         self.part, self.images, self.ctx, self.n_opt = part, images, ctx, n_opt
-        self.first_row: dict[str, int] = {}  # content digest -> index of the row holding it
+        # SHA-256 of an image's bytes -> the index of the row holding it (one per image)
+        self.first_row: dict[bytes, int] = {}
         self.written = 0
         self.rewritten = 0  # cells quoted for pandas
         self.out = _Md5File(path)
@@ -181,15 +186,16 @@ class _PartWriter:
         refs = row.item.images
         suffixes = [export_suffix(self.ctx.resolve(r)) for r in refs]
         if len(refs) == 1:
-            digest = images.info(refs[0])[1]
+            data = images.data(refs[0])
+            digest = hashlib.sha256(data).digest()
             if digest in self.first_row:
                 image = str(self.first_row[digest])
             else:
                 self.first_row[digest] = row.index
-                image = images.b64(refs[0])
+                image = base64.b64encode(data).decode("ascii")
             image_path = f"{name}_{row.index}{suffixes[0]}"
         else:
-            image = repr([images.b64(r) for r in refs])
+            image = repr([base64.b64encode(images.data(r)).decode("ascii") for r in refs])
             image_path = repr([f"{name}_{row.index}_{k}{s}" for k, s in enumerate(suffixes)])
         text = _text_cells(row.item)
         encoded = {k: columns.encode(k, v) for k, v in text.items()}
@@ -219,8 +225,10 @@ class _PartWriter:
         self.out.abort()
 
 
-def _row_bytes(row: _Row, images: _Images) -> int:
-    return sum(images.info(r)[0] for r in row.item.images) + 4 * len(row.item.question) + 1024
+def _group_bytes(item: Item, group: list[_Row], images: _Images) -> int:
+    """About what the rows of one item (its rotations) take in the TSV."""
+    image = sum(images.b64_length(r) for r in item.images)
+    return sum(image + 4 * len(row.item.question) + 1024 for row in group)
 
 
 def _ordered_rows(items: Iterable[Item], circular: bool, n_opt: int) -> Iterator[tuple[int, _Row]]:
@@ -260,7 +268,7 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
         if n_opt > len(LETTERS):  # refused below, once the largest count is known
             continue
         group = _rotations(index, item, circular)
-        group_size = sum(_row_bytes(r, images) for r in group)
+        group_size = _group_bytes(item, group, images)
         if parts[-1].rows and size + group_size > limit:
             parts.append(_Part(index))
             size = 0
