@@ -125,14 +125,44 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
 
 
 def _fit(sampler, spec: TaskSpec, refs, labels, embeddings, seed: int) -> None:
-    """Give a visual sampler the embedded samples of the task's pool, labelled by their truth."""
+    """Give a visual sampler the embedded samples of the task's pool, labelled by their truth.
+
+    A sampler that reads only some rows (``reads_rows``: ``visual_class`` compares with a
+    drawn library) gets them on demand; one that indexes every vector gets one array of them.
+    """
     if not refs:
         raise RecipeError(f"task {spec.name!r}: none of its samples could be embedded")
-    first = np.asarray(embeddings[refs[0].sample_id])
-    vectors = np.empty((len(refs), first.shape[-1]), np.float32)  # filled row by row: no
-    for k, ref in enumerate(refs):  # list of per-row views, no second stacked copy
-        vectors[k] = embeddings[ref.sample_id]
+    rows = _PoolVectors(refs, embeddings)
+    if getattr(sampler, "reads_rows", False):
+        vectors = rows
+    else:
+        first = rows[0]
+        vectors = np.empty((len(refs), first.shape[-1]), np.float32)  # filled row by row: no
+        for k in range(len(refs)):  # list of per-row views, no second stacked copy
+            vectors[k] = rows[k]
     sampler.fit(refs, vectors, labels, rng=rng_for(seed, "fit", spec.name))
+
+
+class _PoolVectors:
+    """Row ``k`` = the vector of ``refs[k]``, read from ``embeddings`` (sample id -> vector)
+    when asked for; indexed like an array by a row number or an array of row numbers."""
+
+    def __init__(self, refs, embeddings):
+        self.refs, self.embeddings = refs, embeddings
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        if isinstance(rows, int | np.integer):
+            return np.asarray(self.embeddings[self.refs[rows].sample_id])
+        rows = np.asarray(rows).tolist()
+        if not rows:
+            return np.zeros((0, 0), np.float32)
+        out = np.empty((len(rows), self[rows[0]].shape[-1]), np.float32)
+        for k, r in enumerate(rows):
+            out[k] = self[r]
+        return out
 
 
 def _no_embeddings(spec: TaskSpec) -> RecipeError:

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..records import Negatives, Sample
 from .base import SAMPLERS, OptionRequest
-from .visual_base import EmbeddingTable, choose_top
+from .embedder import l2_normalise
+from .visual_base import choose_top, normalise_rows
 
 AGGREGATES = ("max", "mean", "topk")
 
@@ -24,6 +25,7 @@ class VisualClassSampler:
 
     name = "visual_class"
     needs_embeddings = True
+    reads_rows = True  # fit reads the library's rows and each query's row on demand
 
     def __init__(
         self,
@@ -38,7 +40,7 @@ class VisualClassSampler:
             raise ValueError(f"unknown aggregate {aggregate!r}: use one of {', '.join(AGGREGATES)}")
         self.library_size, self.aggregate, self.topk = int(library_size), aggregate, int(topk)
         self.same_source, self.same_modality, self.seed = same_source, same_modality, seed
-        self._table: EmbeddingTable | None = None
+        self._pool: _PoolRows | None = None
 
     def fit(
         self,
@@ -47,12 +49,23 @@ class VisualClassSampler:
         labels: Sequence[str | None],
         rng: np.random.Generator | None = None,
     ) -> VisualClassSampler:
-        """Index the samples (queries are looked up here) and draw each class's library."""
+        """Draw each class's library and keep only it (vectors, sources, modalities) plus the
+        pool's sample ids: a query's vector is read from ``embeddings`` when it is asked for.
+
+        ``embeddings`` is an array or anything indexed like one by a row number or an array
+        of them (generate passes rows read from the embed stage's file on demand), so the
+        pool's vectors are never all in memory: 10^5 pool images of a 512-d embedder would
+        hold 200 MiB for the ~2,000 library rows this sampler compares with."""
         rng = rng if rng is not None else np.random.default_rng(self.seed)
-        table = EmbeddingTable.build(samples, embeddings, labels)
+        if not (len(samples) == len(embeddings) == len(labels)):
+            raise ValueError(
+                f"fit needs aligned inputs: {len(samples)} samples, {len(embeddings)} "
+                f"embeddings, {len(labels)} labels"
+            )
+        keep = [i for i, lab in enumerate(labels) if lab]  # table row r is pool index keep[r]
         rows_by_class: dict[str, list[int]] = {}
-        for r, lab in enumerate(table.labels):
-            rows_by_class.setdefault(lab, []).append(r)
+        for r, i in enumerate(keep):
+            rows_by_class.setdefault(str(labels[i]), []).append(r)
         lib_rows: list[int] = []
         self._classes: list[str] = []
         self._bounds: list[tuple[int, int]] = []
@@ -63,23 +76,31 @@ class VisualClassSampler:
             self._classes.append(lab)
             self._bounds.append((len(lib_rows), len(lib_rows) + len(rows)))
             lib_rows.extend(int(r) for r in rows)
+        del rows_by_class
         self._lib_rows = np.array(lib_rows, dtype=np.int64)
-        self._lib = table.embeddings[self._lib_rows] if lib_rows else table.embeddings[:0]
-        self._table = table
+        at = np.array([keep[r] for r in lib_rows], dtype=np.int64)
+        if len(at):
+            self._lib = normalise_rows(np.asarray(embeddings[at], dtype=np.float32))
+        else:
+            self._lib = np.zeros((0, _width(embeddings)), np.float32)
+        self._lib_sources = np.array([samples[i].source for i in at.tolist()], dtype=object)
+        self._lib_modalities = np.array([samples[i].modality for i in at.tolist()], dtype=object)
+        self._pool = _PoolRows([samples[i].sample_id for i in keep], keep, embeddings)
         return self
 
     def class_scores(self, request: OptionRequest) -> dict[str, float]:
         """Aggregated similarity of the query to every class with library images left."""
-        if self._table is None:
+        if self._pool is None:
             raise RuntimeError("visual_class: call fit(samples, embeddings, labels) first")
-        q, row = self._table.query(request)
+        q, row = self._pool.query(request)
         sims = self._lib @ q
         valid = np.ones(len(sims), dtype=bool)
         if row is not None:
             valid &= self._lib_rows != row
-        mask = self._table.row_mask(request, self.same_source, self.same_modality)
-        if mask is not None:
-            valid &= mask[self._lib_rows]
+        if request.sample is not None and self.same_source:
+            valid &= self._lib_sources == request.sample.source
+        if request.sample is not None and self.same_modality:
+            valid &= self._lib_modalities == request.sample.modality
         scores: dict[str, float] = {}
         for lab, (a, b) in zip(self._classes, self._bounds, strict=True):
             s = sims[a:b][valid[a:b]]
@@ -96,3 +117,40 @@ class VisualClassSampler:
 
     def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
         return choose_top(self.name, request, self.class_scores(request), "visually ranked classes")
+
+
+def _width(embeddings) -> int:
+    shape = getattr(embeddings, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else 0
+
+
+class _PoolRows:
+    """The fitted pool's sample ids as one sorted array of UTF-8 bytes (about 50 bytes a
+    sample instead of a dict entry and a vector), each with its table row and pool index."""
+
+    def __init__(self, ids: list[str], index: list[int], embeddings):
+        keys = np.array([i.encode() for i in ids], dtype=bytes) if ids else np.array([], "S1")
+        order = np.argsort(keys, kind="stable")
+        self._keys = keys[order]
+        self._rows = order.astype(np.int64)  # table row of each sorted key
+        self._index = np.asarray(index, dtype=np.int64)[order]  # its row of ``embeddings``
+        self._embeddings = embeddings
+
+    def query(self, request: OptionRequest) -> tuple[np.ndarray, int | None]:
+        """The unit query vector and the query's table row (``None`` when not fitted on it)."""
+        row = at = None
+        if request.sample is not None and len(self._keys):
+            key = request.sample.sample_id.encode()
+            pos = int(np.searchsorted(self._keys, key))
+            if pos < len(self._keys) and self._keys[pos] == key:
+                row, at = int(self._rows[pos]), int(self._index[pos])
+        if request.embedding is not None:
+            return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
+        if row is None:
+            sid = request.sample.sample_id if request.sample is not None else None
+            raise ValueError(
+                f"no embedding for query sample {sid!r}: fit the sampler on it or pass "
+                "OptionRequest(embedding=...)"
+            )
+        vector = np.asarray(self._embeddings[at], dtype=np.float32)
+        return l2_normalise(vector[None, :])[0], row

@@ -127,3 +127,31 @@ def test_visual_neighbor_widens_search_and_skips_group(data):
     assert len(neg.candidates) == 5
     scores = sampler.class_scores(req, 1)
     assert labels[0] in scores  # same-label neighbours outside the query's group are seen
+
+
+class _CountingRows:
+    """An embedding matrix read row by row, counting the rows read (as generate's on-demand
+    rows from the embed stage's file)."""
+
+    def __init__(self, emb):
+        self.emb, self.read = emb, 0
+
+    def __len__(self):
+        return len(self.emb)
+
+    def __getitem__(self, rows):
+        out = self.emb[rows]
+        self.read += 1 if np.ndim(rows) == 0 else len(out)
+        return out
+
+
+def test_visual_class_reads_only_library_and_query_rows(synth):
+    samples, emb, labels = synth.clustered_embeddings(CLASSES[:3], per_class=200)
+    rows = _CountingRows(emb)
+    lazy = VisualClassSampler(library_size=10, seed=4).fit(samples, rows, labels)
+    assert rows.read == 30  # 3 classes x 10 library images: the 600 pool vectors stay unread
+    eager = VisualClassSampler(library_size=10, seed=4).fit(samples, emb, labels)
+    for i in (0, 250, 599):
+        req = request_for(samples[i], labels[i], n=3)
+        assert lazy.class_scores(req) == eager.class_scores(req)
+    assert rows.read == 33  # one row per query
