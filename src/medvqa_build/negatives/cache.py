@@ -57,6 +57,74 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
+class _KeyIndex:
+    """Content key -> code (shard number << 32 | row), for every key of every shard.
+
+    A cache shared across builds can hold 10^6 keys: as a dict of 64-character strings that
+    is ~190 bytes a key. Here each key is a 16-byte BLAKE2b digest in one sorted array with
+    its code beside it (24 bytes a key); keys added since the last lookup wait in a list
+    and are merged, with one sort, before the next."""
+
+    def __init__(self) -> None:
+        self._digests = np.zeros(0, "S16")
+        self._codes = np.zeros(0, np.int64)
+        self._pending: list[tuple[np.ndarray, np.ndarray, bool]] = []
+
+    @staticmethod
+    def digests(keys: Sequence[str | bytes]) -> np.ndarray:
+        """The 16-byte digest of each key (``str`` or its UTF-8 ``bytes``), as ``S16``."""
+        blake = hashlib.blake2b
+        out = np.empty(len(keys), "S16")
+        for i, key in enumerate(keys):
+            out[i] = blake(key.encode() if isinstance(key, str) else key, digest_size=16).digest()
+        return out
+
+    def add(self, keys: Sequence[str | bytes], codes: np.ndarray, *, replace: bool) -> None:
+        """Index ``keys`` (in order) at ``codes``; a key already indexed (or repeated in
+        ``keys``) keeps its first code unless ``replace``, which makes the last one win."""
+        if len(keys):
+            self._pending.append((self.digests(keys), np.asarray(codes, np.int64), replace))
+
+    def _merge(self) -> None:
+        batches: list[tuple[np.ndarray, np.ndarray, bool]] = []
+        for digests, codes, replace in self._pending:  # one sort per run of alike batches
+            if batches and batches[-1][2] == replace:
+                d, c, _ = batches[-1]
+                batches[-1] = (np.concatenate([d, digests]), np.concatenate([c, codes]), replace)
+            else:
+                batches.append((digests, codes, replace))
+        for digests, codes, replace in batches:
+            both = np.concatenate([self._digests, digests])
+            order = np.argsort(both, kind="stable")  # equal keys: older entries first
+            ranked = both[order]
+            if replace:  # the last entry of each run of equal keys
+                keep = np.r_[ranked[1:] != ranked[:-1], True]
+            else:  # the first
+                keep = np.r_[True, ranked[1:] != ranked[:-1]]
+            self._digests = ranked[keep]
+            self._codes = np.concatenate([self._codes, codes])[order[keep]]
+        self._pending = []
+
+    def codes(self, keys: Sequence[str | bytes], digests: np.ndarray | None = None) -> np.ndarray:
+        """The code of each key, -1 where it is not indexed (``digests``: the keys'
+        :meth:`digests`, when the caller has them)."""
+        self._merge()
+        want = self.digests(keys) if digests is None else digests
+        at = np.searchsorted(self._digests, want)
+        found = at < len(self._digests)
+        found[found] = self._digests[at[found]] == want[found]
+        out = np.full(len(want), -1, np.int64)
+        out[found] = self._codes[at[found]]
+        return out
+
+    def __len__(self) -> int:
+        self._merge()
+        return len(self._digests)
+
+    def clear(self) -> None:
+        self.__init__()
+
+
 class EmbeddingCache:
     """The shards of one embedder under ``cache_dir``; lookups by content key."""
 
@@ -65,8 +133,8 @@ class EmbeddingCache:
         digest = hashlib.sha256(embedder_id.encode()).hexdigest()[:12]
         self.dir = Path(cache_dir) / f"{slug}-{digest}"
         self.embedder_id, self.dim = embedder_id, int(dim)
-        # key -> shard number << 32 | row: one int per cached vector, not a (name, row) tuple
-        self._where: dict[str, int] = {}
+        # key -> shard number << 32 | row, as 24 bytes a key (see _KeyIndex)
+        self._where = _KeyIndex()
         self._shards: list[str] = []  # .npy names by shard number
         self._number: dict[str, int] = {}
         self.reload()
@@ -78,6 +146,7 @@ class EmbeddingCache:
         return self._number[name]
 
     def reload(self) -> None:
+        """Index every complete shard (in name order: the first shard holding a key wins)."""
         self._where.clear()
         if not self.dir.is_dir():
             return
@@ -92,16 +161,25 @@ class EmbeddingCache:
                 log.warning("ignoring cache index %s without its .npy", index_path)
                 continue
             base = self._shard_number(npy.name) << 32
-            for row, key in enumerate(keys):
-                self._where.setdefault(key, base | row)
+            self._where.add(keys, base | np.arange(len(keys), dtype=np.int64), replace=False)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._where
+        return bool(self._where.codes([key])[0] >= 0)
+
+    def missing(self, keys: Sequence[str | bytes], digests: np.ndarray | None = None) -> np.ndarray:
+        """Whether each key is not cached (one vectorised lookup; ``digests`` as
+        :meth:`_KeyIndex.codes` takes them)."""
+        return self._where.codes(keys, digests) < 0
 
     def __len__(self) -> int:
         return len(self._where)
 
-    def get(self, keys: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
+    def get(
+        self,
+        keys: Sequence[str | bytes],
+        out: np.ndarray | None = None,
+        digests: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Vectors of ``keys`` in order, into ``out`` when given (e.g. a memory-mapped
         ``.npy`` file, so a large source's vectors never sit in memory all at once).
 
@@ -112,7 +190,10 @@ class EmbeddingCache:
             out = np.empty((len(keys), self.dim), dtype=np.float32)
         elif out.shape != (len(keys), self.dim):
             raise ValueError(f"out has shape {out.shape}, expected {(len(keys), self.dim)}")
-        codes = np.fromiter((self._where[k] for k in keys), np.int64, count=len(keys))
+        codes = self._where.codes(keys, digests)
+        if len(codes) and codes.min() < 0:
+            first = keys[int(np.argmin(codes))]
+            raise KeyError(first.decode() if isinstance(first, bytes) else first)
         order = np.argsort(codes >> 32, kind="stable")  # grouped by shard, in key order
         shard_of = codes[order] >> 32
         cuts = np.flatnonzero(np.diff(shard_of)) + 1
@@ -140,8 +221,7 @@ class EmbeddingCache:
         payload = json.dumps({"keys": list(keys), "rows": len(keys)}).encode()
         _atomic_write(index, lambda fh: fh.write(payload))
         base = self._shard_number(npy.name) << 32
-        for row, key in enumerate(keys):
-            self._where[key] = base | row
+        self._where.add(keys, base | np.arange(len(keys), dtype=np.int64), replace=True)
 
 
 class _RowWriter:
@@ -200,26 +280,35 @@ def embed_with_cache(
     """
     paths = [str(p) for p in paths]
     cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.id, embedder.dim)
+    # keys as one array of UTF-8 bytes (64 bytes a file hash instead of a 113-byte str)
     if keys is None:
-        keys = [file_sha256(p) for p in tqdm(paths, desc="hash images", disable=not progress)]
+        packed = np.empty(len(paths), "S64")
+        for i, p in enumerate(tqdm(paths, desc="hash images", disable=not progress)):
+            packed[i] = file_sha256(p).encode()
     elif len(keys) != len(paths):
         raise ValueError(f"{len(keys)} keys for {len(paths)} paths")
-    todo: dict[str, str] = {}
-    for path, key in zip(paths, keys, strict=True):
-        if key not in cache and key not in todo:
-            todo[key] = path
-    if todo:
-        log.info("embedding %d of %d images with %s", len(todo), len(paths), embedder.id)
-        missing = list(todo.items())
-        chunks = [missing[s : s + shard_rows] for s in range(0, len(missing), shard_rows)]
+    else:
+        packed = np.empty(len(keys), f"S{max((len(k.encode()) for k in keys), default=1)}")
+        for i, k in enumerate(keys):
+            packed[i] = k.encode()
+    digests = _KeyIndex.digests(packed)
+    # the first path of each key not cached, in path order
+    todo = np.flatnonzero(cache.missing(packed, digests))
+    if todo.size:
+        _, first = np.unique(digests[todo], return_index=True)
+        todo = todo[np.sort(first)]
+        log.info("embedding %d of %d images with %s", todo.size, len(paths), embedder.id)
+        chunks = [todo[s : s + shard_rows] for s in range(0, todo.size, shard_rows)]
         if executor is None or executor.name == "local":  # in-process: reuse ``embedder``
-            computed = (embedder.embed_paths([p for _, p in chunk]) for chunk in chunks)
+            computed = (embedder.embed_paths([paths[i] for i in c.tolist()]) for c in chunks)
         else:
             if embedder_spec is None:
                 raise ValueError("embed_with_cache: an executor needs the embedder_spec")
-            computed = executor.embed_chunks(embedder_spec, [[p for _, p in c] for c in chunks])
-        with tqdm(total=len(missing), desc="embed images", unit="img", disable=not progress) as bar:
+            computed = executor.embed_chunks(
+                embedder_spec, [[paths[i] for i in c.tolist()] for c in chunks]
+            )
+        with tqdm(total=todo.size, desc="embed images", unit="img", disable=not progress) as bar:
             for chunk, vectors in zip(chunks, computed, strict=True):
-                cache.put([k for k, _ in chunk], vectors)
+                cache.put([packed[i].decode() for i in chunk.tolist()], vectors)
                 bar.update(len(chunk))
-    return cache.get(list(keys), out=out)
+    return cache.get(packed, out=out, digests=digests)

@@ -95,3 +95,29 @@ def test_vectors_written_into_a_memory_mapped_file_match(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "e.npy"), expected)
     np.testing.assert_array_equal(expected[2], expected[3])
     assert not np.array_equal(expected[0], expected[1])
+
+
+def test_key_index_first_code_wins_on_load_last_on_put():
+    from medvqa_build.negatives.cache import _KeyIndex
+
+    index = _KeyIndex()
+    index.add(["a", "b", "a"], [1, 2, 3], replace=False)  # shards loaded in name order
+    index.add(["a", "c"], [4, 5], replace=False)
+    assert index.codes(["a", "b", "c", "zz"]).tolist() == [1, 2, 5, -1]
+    index.add(["b", "d", "d"], [6, 7, 8], replace=True)  # a shard just written wins
+    assert index.codes([b"a", b"b", b"d"]).tolist() == [1, 6, 8]  # bytes keys look up alike
+    assert len(index) == 4
+
+
+def test_missing_key_raises_key_error_naming_it(tmp_path):
+    paths = write_files(tmp_path / "imgs", 2)
+    emb = CountingEmbedder()
+    embed_with_cache(emb, paths, tmp_path / "cache", progress=False)
+    cache = EmbeddingCache(tmp_path / "cache", emb.id, emb.dim)
+    assert file_sha256(paths[0]) in cache and "nope" not in cache and len(cache) == 2
+    try:
+        cache.get([file_sha256(paths[0]), "nope"])
+    except KeyError as exc:
+        assert exc.args == ("nope",)
+    else:
+        raise AssertionError("a key that is not cached must raise")
