@@ -28,6 +28,7 @@ from .memory import release_freed_memory
 from .negatives import SAMPLERS, NotEnoughOptions
 from .negatives.placement import BalancedSlots
 from .ontology import Ontology
+from .packed import PackedStrings
 from .recipe import Recipe, TaskSpec
 from .records import Item, Sample
 from .rng import rng_for
@@ -74,6 +75,45 @@ class _FitRef:
     group_id: str
 
 
+class _FitRefs:
+    """The :class:`_FitRef` of every embedded sample of a pool, packed: ids and groups as
+    :class:`PackedStrings`, sources and modalities as small codes (~60 bytes a sample
+    instead of ~200 as objects); a ref is built when it is read."""
+
+    def __init__(self) -> None:
+        self.ids, self.groups = PackedStrings(), PackedStrings()
+        self.names: list[str] = []  # sources and modalities
+        self._code: dict[str, int] = {}
+        self.sources, self.modalities = array("H"), array("H")
+
+    def _code_of(self, name: str) -> int:
+        code = self._code.get(name)
+        if code is None:
+            code = self._code[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+    def append(self, s: Sample) -> None:
+        self.ids.append(s.sample_id)
+        self.groups.append(s.group_id or "")
+        self.sources.append(self._code_of(s.source))
+        self.modalities.append(self._code_of(s.modality))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: int) -> _FitRef:
+        if not -len(self) <= k < len(self):
+            raise IndexError(k)
+        names = self.names
+        return _FitRef(
+            self.ids[k], names[self.sources[k]], names[self.modalities[k]], self.groups[k]
+        )
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
 @dataclass
 class _Task:
     """One task being generated: its generator, sampler and pool filter, and for a
@@ -93,7 +133,7 @@ class _Task:
     truth_codes: array = field(default_factory=lambda: array("i"))
     truth_names: dict[str, int] = field(default_factory=dict)
     vocab_samples: dict[str, dict[str, Sample]] = field(default_factory=dict)
-    fit_refs: list[_FitRef] = field(default_factory=list)
+    fit_refs: _FitRefs = field(default_factory=_FitRefs)
     fit_labels: list[str | None] = field(default_factory=list)
 
     def in_pool(self, s: Sample) -> bool:
@@ -120,7 +160,7 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
                     # fixed extras), so one sample per truth gives the same vocabulary
                     task.vocab_samples[s.source].setdefault(c.truth, s)
                 if task.visual and s.sample_id in embeddings:
-                    task.fit_refs.append(_FitRef(s.sample_id, s.source, s.modality, s.group_id))
+                    task.fit_refs.append(s)
                     task.fit_labels.append(cands[0].truth if cands else None)
 
 
@@ -200,7 +240,7 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
             _fit(task.sampler, spec, task.fit_refs, task.fit_labels, embeddings, seed)
         names = list(task.truth_names)
         order = _round_robin([names[c] for c in task.truth_codes], rng)
-        task.fit_refs, task.fit_labels, task.vocab_samples = [], [], {}
+        task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
         return vocab, (), _planned_candidates(task, order, source)
     # multi-image tasks pair samples across the pool: it is held while the task runs
     pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))

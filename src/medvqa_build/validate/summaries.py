@@ -22,27 +22,22 @@ from array import array
 
 import numpy as np
 
+from ..packed import PackedStrings
 
-class IdLog:
+
+class IdLog(PackedStrings):
     """Item ids in the order the items were seen: one UTF-8 buffer and an end offset each."""
 
+    __slots__ = ("_last",)
+
     def __init__(self) -> None:
-        self.data = bytearray()
-        self.ends = array("q")
+        super().__init__()
         self._last: object = None  # the item last appended: rules fed in turn share its slot
-
-    def __len__(self) -> int:
-        return len(self.ends)
-
-    def __getitem__(self, position: int) -> str:
-        start = self.ends[position - 1] if position else 0
-        return self.data[start : self.ends[position]].decode()
 
     def position(self, item) -> int:
         """The position of ``item`` (appended unless it is the item appended last)."""
         if item is not self._last:
-            self.data += item.item_id.encode()
-            self.ends.append(len(self.data))
+            self.append(item.item_id)
             self._last = item
         return len(self.ends) - 1
 
