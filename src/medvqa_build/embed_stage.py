@@ -21,6 +21,7 @@ from .media.image import ImageProblem
 from .media.load import load_ref_rgb
 from .media.video import VideoProblem
 from .media.volume import VolumeProblem
+from .packed import PackedStrings
 from .records import Sample
 from .runner import StageResult, run_stage
 
@@ -58,7 +59,8 @@ def embed_stage(
         else:  # the cache names the embedder as the executor's workers build it
             embedder = SimpleNamespace(id=info[0], dim=info[1])
         frames = d / "frames"
-        paths, ids, failed = [], [], []
+        # packed: 10^6 paths and ids as str objects in lists would be ~200 MB
+        paths, ids, failed = PackedStrings(), PackedStrings(), []
         for k, sample in enumerate(
             tqdm(samples, desc="prepare embed", disable=not progress, leave=False)
         ):
@@ -74,7 +76,7 @@ def embed_stage(
                 path = frames / f"{k:08d}.png"
                 frames.mkdir(exist_ok=True)
                 path.write_bytes(encode_image(rgb, "png"))
-            paths.append(str(path))  # a str is a fraction of a Path object
+            paths.append(str(path))
             ids.append(sample.sample_id)
         # written straight into the stage's .npy (memory-mapped), never all in memory
         vectors = np.lib.format.open_memmap(
@@ -90,7 +92,7 @@ def embed_stage(
             out=vectors,
         )
         vectors.flush()
-        (d / "sample_ids.json").write_text(json.dumps(ids) + "\n")
+        _write_json_list(d / "sample_ids.json", ids)
         (d / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
         return {
             "embedded": len(ids),
@@ -106,6 +108,18 @@ def embed_stage(
     # memory-mapped: rows are read when a sampler needs them, not all up front
     vectors = np.load(st.path / "embeddings.npy", mmap_mode="r")
     return EmbeddingLookup(ids, vectors)
+
+
+def _write_json_list(path: Path, texts: PackedStrings) -> None:
+    """``json.dumps(list(texts)) + "\\n"`` written a thousand strings at a time."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("[")
+        for start in range(0, len(texts), 1000):
+            part = ", ".join(
+                json.dumps(texts[i]) for i in range(start, min(start + 1000, len(texts)))
+            )
+            fh.write(part if start == 0 else ", " + part)
+        fh.write("]\n")
 
 
 class EmbeddingLookup(Mapping[str, np.ndarray]):

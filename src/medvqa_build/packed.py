@@ -28,6 +28,12 @@ class PackedStrings:
     def __len__(self) -> int:
         return len(self.ends)
 
+    def __iter__(self):
+        data, start = self.data, 0
+        for end in self.ends:
+            yield data[start:end].decode()
+            start = end
+
     def __getitem__(self, index: int) -> str:
         if index < 0:
             index += len(self.ends)

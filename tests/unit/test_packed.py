@@ -31,3 +31,19 @@ def test_fit_refs_read_back_each_sample():
     assert refs.names == ["kvasir", "endoscopy", "spine", "x-ray"]  # each name stored once
     with pytest.raises(IndexError):
         refs[3]
+
+
+def test_sample_ids_json_matches_json_dumps(tmp_path):
+    import json
+
+    from medvqa_build.embed_stage import _write_json_list
+
+    ids = [f'src:img "{i}" é\\{i}.png' for i in range(2500)]
+    packed = PackedStrings()
+    for i in ids:
+        packed.append(i)
+    assert list(packed) == ids
+    _write_json_list(tmp_path / "ids.json", packed)
+    assert (tmp_path / "ids.json").read_text() == json.dumps(ids) + "\n"
+    _write_json_list(tmp_path / "empty.json", PackedStrings())
+    assert (tmp_path / "empty.json").read_text() == "[]\n"

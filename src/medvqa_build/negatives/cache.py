@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..packed import PackedStrings
 from .embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -278,7 +279,8 @@ def embed_with_cache(
     ``out`` (``len(paths) x dim`` float32, e.g. ``np.lib.format.open_memmap``) receives the
     vectors instead of a new array.
     """
-    paths = [str(p) for p in paths]
+    if not isinstance(paths, PackedStrings):  # packed paths are read one at a time
+        paths = [str(p) for p in paths]
     cache = EmbeddingCache(cache_dir or default_cache_dir(), embedder.id, embedder.dim)
     # keys as one array of UTF-8 bytes (64 bytes a file hash instead of a 113-byte str)
     if keys is None:
