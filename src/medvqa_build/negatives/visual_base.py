@@ -55,11 +55,7 @@ class EmbeddingTable:
         if request.embedding is not None:
             return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
         if row is None:
-            sid = request.sample.sample_id if request.sample is not None else None
-            raise ValueError(
-                f"no embedding for query sample {sid!r}: fit the sampler on it or pass "
-                "OptionRequest(embedding=...)"
-            )
+            raise unfitted_query(request)
         return self.embeddings[row], row
 
     def row_mask(self, request: OptionRequest, same_source: bool, same_modality: bool):
@@ -72,6 +68,15 @@ class EmbeddingTable:
         if same_modality:
             mask &= self.modalities == request.sample.modality
         return mask
+
+
+def unfitted_query(request: OptionRequest) -> ValueError:
+    """The error for a query whose sample the sampler was not fitted on, without a vector."""
+    sid = request.sample.sample_id if request.sample is not None else None
+    return ValueError(
+        f"no embedding for query sample {sid!r}: fit the sampler on it or pass "
+        "OptionRequest(embedding=...)"
+    )
 
 
 NORMALISE_ROWS = 8192  # rows normalised at a time: no full-size temporaries

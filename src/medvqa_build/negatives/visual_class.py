@@ -11,7 +11,7 @@ import numpy as np
 from ..records import Negatives, Sample
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
-from .visual_base import choose_top, normalise_rows
+from .visual_base import choose_top, normalise_rows, unfitted_query
 
 AGGREGATES = ("max", "mean", "topk")
 
@@ -147,10 +147,6 @@ class _PoolRows:
         if request.embedding is not None:
             return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
         if row is None:
-            sid = request.sample.sample_id if request.sample is not None else None
-            raise ValueError(
-                f"no embedding for query sample {sid!r}: fit the sampler on it or pass "
-                "OptionRequest(embedding=...)"
-            )
+            raise unfitted_query(request)
         vector = np.asarray(self._embeddings[at], dtype=np.float32)
         return l2_normalise(vector[None, :])[0], row
