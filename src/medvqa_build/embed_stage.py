@@ -21,7 +21,7 @@ from .media.image import ImageProblem
 from .media.load import load_ref_rgb
 from .media.video import VideoProblem
 from .media.volume import VolumeProblem
-from .packed import PackedStrings
+from .packed import PackedStrings, SortedStrings
 from .records import Sample
 from .runner import StageResult, run_stage
 
@@ -133,9 +133,7 @@ class EmbeddingLookup(Mapping[str, np.ndarray]):
     def __init__(self, ids: Sequence[str], vectors: np.ndarray):
         if len(ids) != len(vectors):
             raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
-        keys = np.array([i.encode() for i in ids], dtype=bytes) if len(ids) else np.array([], "S1")
-        self._order = np.argsort(keys, kind="stable").astype(np.int64)
-        self._keys = keys[self._order]
+        self._ids = SortedStrings(ids)
         self.vectors = vectors
         self._fd: int | None = None
         self._file = None
@@ -161,13 +159,7 @@ class EmbeddingLookup(Mapping[str, np.ndarray]):
             self._fd = None
 
     def _row(self, sample_id) -> int | None:
-        if not isinstance(sample_id, str) or not len(self._keys):
-            return None
-        key = sample_id.encode()
-        pos = int(np.searchsorted(self._keys, key))
-        if pos < len(self._keys) and self._keys[pos] == key:
-            return int(self._order[pos])
-        return None
+        return self._ids.index(sample_id)
 
     def __getitem__(self, sample_id: str) -> np.ndarray:
         row = self._row(sample_id)
@@ -182,9 +174,7 @@ class EmbeddingLookup(Mapping[str, np.ndarray]):
         return self._row(sample_id) is not None
 
     def __iter__(self) -> Iterator[str]:
-        in_rows = np.empty_like(self._keys)
-        in_rows[self._order] = self._keys  # back in row order
-        return (k.decode() for k in in_rows)
+        return iter(self._ids)
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._ids)

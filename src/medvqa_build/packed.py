@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
+
 
 class PackedStrings:
     """An append-only list of strings (text bytes + 8 bytes each)."""
@@ -39,3 +41,36 @@ class PackedStrings:
             index += len(self.ends)
         start = self.ends[index - 1] if index else 0
         return self.data[start : self.ends[index]].decode()
+
+
+class SortedStrings:
+    """Strings as one sorted array of UTF-8 bytes, found by binary search: the index of a
+    string in the original order without a dict entry per string (~the text + 8 bytes)."""
+
+    __slots__ = ("keys", "order")
+
+    def __init__(self, texts) -> None:
+        keys = np.array([t.encode() for t in texts], dtype=bytes) if len(texts) else None
+        if keys is None:
+            keys = np.array([], "S1")
+        self.order = np.argsort(keys, kind="stable").astype(np.int64)  # original index
+        self.keys = keys[self.order]
+
+    def index(self, text: object) -> int | None:
+        """The original index of ``text`` (its first occurrence), or None."""
+        if not isinstance(text, str) or not len(self.keys):
+            return None
+        key = text.encode()
+        pos = int(np.searchsorted(self.keys, key))
+        if pos < len(self.keys) and self.keys[pos] == key:
+            return int(self.order[pos])
+        return None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self):
+        """The strings in their original order."""
+        in_order = np.empty_like(self.keys)
+        in_order[self.order] = self.keys
+        return (k.decode() for k in in_order)

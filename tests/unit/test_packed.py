@@ -47,3 +47,12 @@ def test_sample_ids_json_matches_json_dumps(tmp_path):
     assert (tmp_path / "ids.json").read_text() == json.dumps(ids) + "\n"
     _write_json_list(tmp_path / "empty.json", PackedStrings())
     assert (tmp_path / "empty.json").read_text() == "[]\n"
+
+
+def test_sorted_strings_find_the_first_original_index():
+    from medvqa_build.packed import SortedStrings
+
+    ids = SortedStrings(["s:b", "s:a", "s:ü", "s:a"])
+    assert [ids.index(t) for t in ("s:a", "s:b", "s:ü", "s:c", 3)] == [1, 0, 2, None, None]
+    assert list(ids) == ["s:b", "s:a", "s:ü", "s:a"] and len(ids) == 4
+    assert SortedStrings([]).index("x") is None and list(SortedStrings([])) == []

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..packed import SortedStrings
 from ..records import Negatives, Sample
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
@@ -125,28 +126,20 @@ def _width(embeddings) -> int:
 
 
 class _PoolRows:
-    """The fitted pool's sample ids as one sorted array of UTF-8 bytes (about 50 bytes a
-    sample instead of a dict entry and a vector), each with its table row and pool index."""
+    """The fitted pool's sample ids as :class:`SortedStrings` (about 50 bytes a sample instead
+    of a dict entry and a vector), each with its table row and its row of ``embeddings``."""
 
     def __init__(self, ids: list[str], index: list[int], embeddings):
-        keys = np.array([i.encode() for i in ids], dtype=bytes) if ids else np.array([], "S1")
-        order = np.argsort(keys, kind="stable")
-        self._keys = keys[order]
-        self._rows = order.astype(np.int64)  # table row of each sorted key
-        self._index = np.asarray(index, dtype=np.int64)[order]  # its row of ``embeddings``
+        self._ids = SortedStrings(ids)  # table row r = position r in ``ids``
+        self._index = np.asarray(index, dtype=np.int64)  # row of ``embeddings`` per table row
         self._embeddings = embeddings
 
     def query(self, request: OptionRequest) -> tuple[np.ndarray, int | None]:
         """The unit query vector and the query's table row (``None`` when not fitted on it)."""
-        row = at = None
-        if request.sample is not None and len(self._keys):
-            key = request.sample.sample_id.encode()
-            pos = int(np.searchsorted(self._keys, key))
-            if pos < len(self._keys) and self._keys[pos] == key:
-                row, at = int(self._rows[pos]), int(self._index[pos])
+        row = self._ids.index(request.sample.sample_id) if request.sample is not None else None
         if request.embedding is not None:
             return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
         if row is None:
             raise unfitted_query(request)
-        vector = np.asarray(self._embeddings[at], dtype=np.float32)
+        vector = np.asarray(self._embeddings[int(self._index[row])], dtype=np.float32)
         return l2_normalise(vector[None, :])[0], row
