@@ -15,7 +15,14 @@ CPUs than ``IndexFlatIP``/``IndexIVFFlat`` scans.
   once for the self-kNN pass (``self_nprobe``: the whole group's probes). If no ``nprobe`` up to
   ``max_nprobe`` reaches ``min_recall``, search stays exact (with a warning).
 
-``search_self(k)`` (or ``search`` with the indexed array itself) is the all-vectors self-kNN.
+``search_self(k)`` (or ``search`` with the indexed array itself) is the all-vectors self-kNN;
+with a ``sink`` its results are handed over a block of rows at a time instead of being
+returned as two ``(n, k)`` arrays.
+
+The vectors may be a :class:`~medvqa_build.row_file.RowFile` instead of an array: then they
+are read from disk a block at a time and an IVF index rewrites them in cell order, so a
+probed cell is one contiguous read. Results are those of the same vectors in memory, bit for
+bit (the same rows meet in the same matrix products).
 Defaults: IVF above 20k vectors, ``nlist`` = 2·√n cells, k-means on 32 points per cell for 8
 iterations, ``min_recall`` 0.99 on 512 sampled vectors. Blocks run in ``threads`` worker
 threads, each with single-threaded BLAS (via threadpoolctl when installed) and heaps.
@@ -30,6 +37,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from ..row_file import RowFile
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +128,22 @@ def _run(fn, items, threads: int) -> None:
             pass
 
 
+Sink = "Callable[[np.ndarray, np.ndarray, np.ndarray], None]"  # (rows, scores, ids) per block
+
+
 def exact_knn(
-    queries: np.ndarray, vectors: np.ndarray, k: int, threads: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` inner products, ``(scores, ids)`` best first, ids -1 past the end."""
-    scores = np.empty((len(queries), k), dtype=np.float32)
-    ids = np.empty((len(queries), k), dtype=np.int64)
+    queries: np.ndarray | RowFile,
+    vectors: np.ndarray | RowFile,
+    k: int,
+    threads: int | None = None,
+    sink: Sink | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Exact top-``k`` inner products, ``(scores, ids)`` best first, ids -1 past the end;
+    with ``sink``, each block of query rows goes to ``sink(rows, scores, ids)`` (from worker
+    threads, rows never overlapping) and nothing is returned."""
+    if sink is None:
+        scores = np.empty((len(queries), k), dtype=np.float32)
+        ids = np.empty((len(queries), k), dtype=np.int64)
 
     threads = int(threads or os.cpu_count() or 1)
     rows = max(1, min(_BLOCK_Q, -(-len(queries) // threads)))  # every thread gets a block
@@ -134,10 +153,13 @@ def exact_knn(
         top = _TopK(len(q), k)
         for j in range(0, len(vectors), _BLOCK_X):
             top.add(q @ vectors[j : j + _BLOCK_X].T, 0, j)
-        scores[s : s + len(q)], ids[s : s + len(q)] = top.result()
+        if sink is None:
+            scores[s : s + len(q)], ids[s : s + len(q)] = top.result()
+        else:
+            sink(np.arange(s, s + len(q)), *top.result())
 
     _run(block, range(0, len(queries), rows), threads)
-    return scores, ids
+    return None if sink is not None else (scores, ids)
 
 
 class EmbeddingIndex:
@@ -146,7 +168,7 @@ class EmbeddingIndex:
 
     def __init__(
         self,
-        vectors: np.ndarray,
+        vectors: np.ndarray | RowFile,
         *,
         kind: str = "auto",
         ivf_threshold: int = 20_000,
@@ -163,7 +185,13 @@ class EmbeddingIndex:
     ):
         if kind not in ("auto", "flat", "ivf"):
             raise ValueError(f"unknown index kind {kind!r}: use auto, flat or ivf")
-        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if isinstance(vectors, RowFile):
+            if vectors.dtype != np.float32:
+                raise ValueError(f"a RowFile of vectors must be float32, got {vectors.dtype}")
+            self.vectors: np.ndarray | RowFile = vectors
+        else:
+            self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._cell_ordered = False  # a RowFile rewritten in cell order (ivf): row -> position
         if self.vectors.ndim != 2:
             raise ValueError(f"vectors must be 2-D, got shape {self.vectors.shape}")
         self.n, self.dim = self.vectors.shape
@@ -287,7 +315,9 @@ class EmbeddingIndex:
         self.nprobe, self.self_nprobe = p_out, p_self
         self.recall, self.self_recall = outside_recall(p_out), self_recall(p_self)
         self._members = members
-        self._self_assign = np.ascontiguousarray(assign[:, :p_self])
+        self._self_assign = np.ascontiguousarray(assign[:, :p_self], dtype=np.int32)
+        if isinstance(self.vectors, RowFile):
+            self._to_cell_order(np.concatenate(members) if members else np.zeros(0, np.int64))
         log.info(
             "IVF%d index: nprobe %d (recall@%d %.3f), self-kNN nprobe %d (recall %.3f)",
             nlist,
@@ -298,13 +328,34 @@ class EmbeddingIndex:
             self.self_recall,
         )
 
+    def _to_cell_order(self, order: np.ndarray) -> None:
+        """Rewrite the vector file with each cell's members together (cell by cell, in row
+        order within a cell): a probed cell is then one contiguous read."""
+        old = self.vectors
+        cells = RowFile(self.n, self.dim, np.float32, dir=old.dir)
+        for a in range(0, self.n, _BLOCK_X):
+            cells.write(a, old.take(order[a : a + _BLOCK_X]))
+        old.close()
+        self.vectors = cells
+        self._cell_start = np.cumsum([0] + [len(m) for m in self._members])
+        self._cell_ordered = True
+
+    def _cell_vectors(self, cells: np.ndarray) -> np.ndarray:
+        """The vectors of the members of ``cells`` (in that order), one matrix."""
+        if not self._cell_ordered:
+            return self.vectors[np.concatenate([self._members[u] for u in cells])]
+        start = self._cell_start
+        return self.vectors.take(np.concatenate([np.arange(start[u], start[u + 1]) for u in cells]))
+
     def _assign(self, x: np.ndarray, p: int) -> np.ndarray:
         """The ``p`` nearest cells of each row of ``x``, best first."""
         return exact_knn(x, self._centroids, p, self.threads)[1]
 
     # -- search ---------------------------------------------------------------------------------
 
-    def _is_self(self, queries: np.ndarray) -> bool:
+    def _is_self(self, queries) -> bool:
+        if isinstance(queries, RowFile) or isinstance(self.vectors, RowFile):
+            return queries is self.vectors
         q, v = queries.__array_interface__, self.vectors.__array_interface__
         return q["data"][0] == v["data"][0] and queries.shape == self.vectors.shape
 
@@ -314,42 +365,64 @@ class EmbeddingIndex:
         """``(scores, ids)`` of shape ``(len(queries), k)``, best first; ids -1 past the end.
         Passing the indexed array itself runs the self-kNN pass (``search_self``).
         ``batch_size`` is accepted for compatibility; blocks are sized internally."""
-        queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         k = int(k)
+        if self._is_self(queries):
+            return self.search_self(k)
+        queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if self._is_self(queries):
             return self.search_self(k)
         if self.kind == "flat":
             return exact_knn(queries, self.vectors, k, self.threads)
         return self._search_cells(queries, self._assign(queries, self.nprobe), k)
 
-    def search_self(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every indexed vector's top-``k`` among all of them (itself included), best first."""
+    def search_self(self, k: int, sink: Sink | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every indexed vector's top-``k`` among all of them (itself included), best first;
+        with ``sink`` handed over a block of rows at a time (see :func:`exact_knn`)."""
         k = int(k)
         if self.kind == "flat":
-            return exact_knn(self.vectors, self.vectors, k, self.threads)
-        return self._search_cells(self.vectors, self._self_assign, k)
+            return exact_knn(self.vectors, self.vectors, k, self.threads, sink)
+        return self._search_cells(None, self._self_assign, k, sink)
 
     def _search_cells(
-        self, queries: np.ndarray, assign: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Queries grouped by nearest cell; each group against the union of its probed cells."""
-        scores = np.full((len(queries), k), np.finfo(np.float32).min, dtype=np.float32)
-        ids = np.full((len(queries), k), -1, dtype=np.int64)
+        self, queries: np.ndarray | None, assign: np.ndarray, k: int, sink: Sink | None = None
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Queries grouped by nearest cell; each group against the union of its probed cells.
+        ``queries`` None: the indexed vectors themselves (a group is then a run of one cell's
+        members, one read when the vectors are on disk)."""
+        n = len(assign)
+        if sink is None:
+            scores = np.full((n, k), np.finfo(np.float32).min, dtype=np.float32)
+            ids = np.full((n, k), -1, dtype=np.int64)
         primary = assign[:, 0]
         order = np.argsort(primary, kind="stable")
         bounds = np.searchsorted(primary[order], np.arange(self.nlist + 1))
         groups = [
-            order[bounds[c] + s : min(bounds[c + 1], bounds[c] + s + _BLOCK_Q)]
+            (bounds[c] + s, min(bounds[c + 1], bounds[c] + s + _BLOCK_Q))
             for c in np.flatnonzero(np.diff(bounds))
             for s in range(0, bounds[c + 1] - bounds[c], _BLOCK_Q)
         ]
 
-        def group(rows: np.ndarray) -> None:
-            cand = np.concatenate([self._members[u] for u in np.unique(assign[rows])])
-            if len(cand):
+        def group(span: tuple[int, int]) -> None:
+            rows = order[span[0] : span[1]]
+            if queries is not None:
+                q = queries[rows]
+            elif self._cell_ordered:  # self-kNN: ``order`` is the file's cell order
+                q = self.vectors.read(*span)
+            else:
+                q = self.vectors[rows]
+            cells = np.unique(assign[rows])
+            cand = np.concatenate([self._members[u] for u in cells])
+            if not len(cand):
+                top_scores = np.full((len(rows), k), np.finfo(np.float32).min, np.float32)
+                top_ids = np.full((len(rows), k), -1, np.int64)
+            else:
                 top = _TopK(len(rows), k)
-                top.add(queries[rows] @ self.vectors[cand].T, 0, cand)
-                scores[rows], ids[rows] = top.result()
+                top.add(q @ self._cell_vectors(cells).T, 0, cand)
+                top_scores, top_ids = top.result()
+            if sink is None:
+                scores[rows], ids[rows] = top_scores, top_ids
+            else:
+                sink(rows, top_scores, top_ids)
 
         _run(group, groups, self.threads)
-        return scores, ids
+        return None if sink is not None else (scores, ids)

@@ -1,73 +1,94 @@
-"""What the visual samplers share: the fitted table of embedded, labelled samples, the query
-lookup, and the final choice of distractors from scored candidate classes."""
+"""What the visual samplers share: the fitted table of labelled pool samples, row-wise
+normalisation, and the final choice of distractors from scored candidate classes."""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..packed import SortedStrings
 from ..records import Negatives, Sample
 from .base import OptionRequest, not_enough
 from .embedder import l2_normalise
 
 
 @dataclass
-class EmbeddingTable:
-    """Samples with a label and a unit embedding, row-aligned."""
+class PoolTable:
+    """The labelled samples of a fitted pool as codes, row-aligned with the pool's vectors
+    (about 20 bytes and the id's text a sample, where Python strings in lists and a dict
+    cost ~300: 10^6 pool images would hold ~300 MiB of bookkeeping)."""
 
-    sample_ids: list[str]
-    embeddings: np.ndarray
-    labels: list[str]
-    sources: np.ndarray
-    modalities: np.ndarray
-    groups: np.ndarray
-    row_of: dict[str, int]
+    keep: np.ndarray  # row of the fit's inputs per table row (int64)
+    ids: SortedStrings  # table row r = position r
+    label_names: list[str]  # sorted; ``labels`` are indices into it
+    labels: np.ndarray  # int32
+    names: list[str]  # sources and modalities; ``sources``/``modalities`` index it
+    sources: np.ndarray  # int32
+    modalities: np.ndarray  # int32
+    group_keys: np.ndarray  # the distinct group ids, sorted UTF-8 bytes
+    groups: np.ndarray  # int32 index into ``group_keys``
 
     @classmethod
-    def build(
-        cls, samples: Sequence[Sample], embeddings: np.ndarray, labels: Sequence[str | None]
-    ) -> EmbeddingTable:
-        embeddings = np.asarray(embeddings, dtype=np.float32)
-        if not (len(samples) == len(embeddings) == len(labels)):
+    def build(cls, samples: Sequence[Sample], labels: Sequence[str | None]) -> PoolTable:
+        """The samples with a label (anything with ``sample_id``, ``source``, ``modality``
+        and ``group_id``, as generate's packed refs)."""
+        if len(samples) != len(labels):
             raise ValueError(
-                f"fit needs aligned inputs: {len(samples)} samples, {len(embeddings)} "
-                f"embeddings, {len(labels)} labels"
+                f"fit needs aligned inputs: {len(samples)} samples, {len(labels)} labels"
             )
         keep = [i for i, lab in enumerate(labels) if lab]
-        kept = [samples[i] for i in keep]
-        ids = [s.sample_id for s in kept]
-        rows = embeddings if len(keep) == len(labels) else embeddings[keep]  # no copy if all
+        label_names = sorted({str(labels[i]) for i in keep})
+        label_code = {lab: c for c, lab in enumerate(label_names)}
+        name_code: dict[str, int] = {}
+        ids, groups = [], []
+        codes = np.empty((len(keep), 3), np.int32)  # label, source, modality
+        for r, i in enumerate(keep):
+            s = samples[i]
+            ids.append(s.sample_id)
+            groups.append((s.group_id or "").encode())
+            source = name_code.setdefault(s.source, len(name_code))
+            modality = name_code.setdefault(s.modality, len(name_code))
+            codes[r] = (label_code[str(labels[i])], source, modality)
+        group_keys, group_codes = np.unique(np.array(groups, dtype=bytes), return_inverse=True)
         return cls(
-            sample_ids=ids,
-            embeddings=normalise_rows(rows) if keep else embeddings[:0],
-            labels=[str(labels[i]) for i in keep],
-            sources=np.array([s.source for s in kept], dtype=object),
-            modalities=np.array([s.modality for s in kept], dtype=object),
-            groups=np.array([s.group_id for s in kept], dtype=object),
-            row_of={sid: r for r, sid in enumerate(ids)},
+            keep=np.array(keep, dtype=np.int64),
+            ids=SortedStrings(ids),
+            label_names=label_names,
+            labels=np.ascontiguousarray(codes[:, 0]),
+            names=list(name_code),
+            sources=np.ascontiguousarray(codes[:, 1]),
+            modalities=np.ascontiguousarray(codes[:, 2]),
+            group_keys=group_keys if len(keep) else np.array([], "S1"),
+            groups=group_codes.astype(np.int32).reshape(-1),
         )
 
-    def query(self, request: OptionRequest) -> tuple[np.ndarray, int | None]:
-        """The query vector and its row in the table (``None`` when not fitted on it)."""
-        row = self.row_of.get(request.sample.sample_id) if request.sample is not None else None
-        if request.embedding is not None:
-            return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
-        if row is None:
-            raise unfitted_query(request)
-        return self.embeddings[row], row
+    def __len__(self) -> int:
+        return len(self.keep)
 
-    def row_mask(self, request: OptionRequest, same_source: bool, same_modality: bool):
-        """Rows allowed as references for this query (``None`` means all)."""
-        if request.sample is None or not (same_source or same_modality):
-            return None
-        mask = np.ones(len(self.sample_ids), dtype=bool)
-        if same_source:
-            mask &= self.sources == request.sample.source
-        if same_modality:
-            mask &= self.modalities == request.sample.modality
-        return mask
+    def row(self, sample_id: str) -> int | None:
+        return self.ids.index(sample_id)
+
+    def name_code(self, name: str) -> int:
+        """The code of a source or modality (-1: none in the pool)."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            return -1
+
+    def group_code(self, group: str) -> int:
+        """The code of a group id (-1: none in the pool)."""
+        key = group.encode()
+        pos = int(np.searchsorted(self.group_keys, key))
+        if pos < len(self.group_keys) and self.group_keys[pos] == key:
+            return pos
+        return -1
+
+    def label_code(self, label: str) -> int:
+        pos = bisect.bisect_left(self.label_names, label)
+        return pos if pos < len(self.label_names) and self.label_names[pos] == label else -1
 
 
 def unfitted_query(request: OptionRequest) -> ValueError:

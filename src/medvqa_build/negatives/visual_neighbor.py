@@ -1,26 +1,43 @@
 """``visual_neighbor``: the labels of the query's nearest images that carry another label,
-scored by the similarity of the nearest image of each label."""
+scored by the similarity of the nearest image of each label.
+
+Fitting indexes every labelled pool vector and runs one batched self-kNN pass. A pool whose
+unit vectors take more than ``memory_mib`` is kept on disk instead (:class:`RowFile`: the
+vectors, in the index's cell order, and each image's precomputed neighbour list), read a
+block at a time while fitting and a row at a time per query, so a 10^6-image pool does not
+hold ~3 GiB. Scores are the same either way, bit for bit.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..records import Negatives, Sample
+from ..row_file import RowFile
 from .base import SAMPLERS, OptionRequest
+from .embedder import l2_normalise
 from .index import EmbeddingIndex
-from .visual_base import EmbeddingTable, allowed_classes, choose_top
+from .visual_base import PoolTable, allowed_classes, choose_top, normalise_rows, unfitted_query
+
+_READ_ROWS = 1024  # pool rows read, normalised and written at a time (2 MiB at 512-d)
 
 
 @SAMPLERS.register("visual_neighbor")
 class VisualNeighborSampler:
     """Walk the query's ``k`` nearest fitted images (more when too few labels turn up),
-    skipping itself and, with ``exclude_same_group``, images of its own patient/video."""
+    skipping itself and, with ``exclude_same_group``, images of its own patient/video.
+
+    ``memory_mib``: the largest pool (its unit vectors, float32) kept in memory; a larger one
+    is kept on disk in ``spill_dir`` (default: the system's temporary folder, ``TMPDIR``).
+    """
 
     name = "visual_neighbor"
     needs_embeddings = True
+    reads_rows = True  # fit reads the pool's rows a block at a time
 
     def __init__(
         self,
@@ -29,12 +46,15 @@ class VisualNeighborSampler:
         same_modality: bool = False,
         exclude_same_group: bool = True,
         index: Mapping[str, Any] | None = None,
+        memory_mib: float = 64,
+        spill_dir: str | os.PathLike | None = None,
     ):
         self.k = int(k)
         self.same_source, self.same_modality = same_source, same_modality
         self.exclude_same_group = exclude_same_group
         self.index_params = dict(index or {})
-        self._table: EmbeddingTable | None = None
+        self.memory_mib, self.spill_dir = float(memory_mib), spill_dir
+        self._table: PoolTable | None = None
 
     def fit(
         self,
@@ -43,19 +63,66 @@ class VisualNeighborSampler:
         labels: Sequence[str | None],
         rng: np.random.Generator | None = None,
     ) -> VisualNeighborSampler:
-        """Index the samples and run one batched search for all of them."""
-        self._table = EmbeddingTable.build(samples, embeddings, labels)
-        self._index = EmbeddingIndex(self._table.embeddings, **self.index_params)
-        labels = np.array(self._table.labels, dtype=object)
-        self._rows_of_label = {lab: np.flatnonzero(labels == lab) for lab in set(labels)}
-        k = min(self.k + 1, len(self._table.sample_ids))
-        self._pre_scores, self._pre_ids = self._index.search(self._table.embeddings, k)
+        """Index the labelled samples and run one batched search for all of them.
+
+        ``embeddings`` is an array or anything indexed like one by an array of row numbers
+        (generate passes rows read from the embed stage's file on demand)."""
+        if not (len(samples) == len(embeddings) == len(labels)):
+            raise ValueError(
+                f"fit needs aligned inputs: {len(samples)} samples, {len(embeddings)} "
+                f"embeddings, {len(labels)} labels"
+            )
+        table = PoolTable.build(samples, labels)
+        n, width = len(table), _width(embeddings)
+        self.spilled = n * width * 4 > self.memory_mib * 2**20
+        self._vectors = _unit_rows(embeddings, table.keep, width, self.spilled, self.spill_dir)
+        self._index = EmbeddingIndex(self._vectors, **self.index_params)
+        self._vectors = self._index.vectors  # on disk: rewritten in the index's cell order
+        self._rows_of_label: dict[int, np.ndarray] = {}
+        self._positions = None
+        k = min(self.k + 1, n)
+        if self.spilled:
+            self._pre_scores = RowFile(n, k, np.float32, dir=self.spill_dir)
+            self._pre_ids = RowFile(n, k, np.int64, dir=self.spill_dir)
+
+            def keep(rows, scores, ids):
+                self._pre_scores.write_rows(rows, scores)
+                self._pre_ids.write_rows(rows, ids)
+
+            self._index.search_self(k, sink=keep)
+        else:
+            self._pre_scores, self._pre_ids = self._index.search_self(k)
+        self._table = table
         return self
 
-    def _fitted(self) -> EmbeddingTable:
+    def _fitted(self) -> PoolTable:
         if self._table is None:
             raise RuntimeError("visual_neighbor: call fit(samples, embeddings, labels) first")
         return self._table
+
+    def _query(self, request: OptionRequest) -> tuple[np.ndarray, int | None]:
+        """The unit query vector and the query's table row (``None`` when not fitted on it)."""
+        t = self._fitted()
+        row = t.row(request.sample.sample_id) if request.sample is not None else None
+        if request.embedding is not None:
+            return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
+        if row is None:
+            raise unfitted_query(request)
+        return self._vector(row), row
+
+    def _vector(self, row: int) -> np.ndarray:
+        if not self._index._cell_ordered:
+            return self._vectors[row]
+        return self._vectors[int(self._position[row])]
+
+    @property
+    def _position(self) -> np.ndarray:
+        """Table row -> row of the cell-ordered vector file."""
+        if getattr(self, "_positions", None) is None:
+            order = np.concatenate(self._index._members)
+            self._positions = np.empty(len(order), np.int64)
+            self._positions[order] = np.arange(len(order))
+        return self._positions
 
     def _neighbours(self, q: np.ndarray, row: int | None, k: int):
         if row is not None and k <= self._pre_ids.shape[1]:
@@ -67,33 +134,80 @@ class VisualNeighborSampler:
         """Best similarity per label among the nearest images, widening the search until
         ``need`` allowed labels are found or every image has been seen."""
         t = self._fitted()
-        q, row = t.query(request)
-        mask = t.row_mask(request, self.same_source, self.same_modality)
+        q, row = self._query(request)
+        checks = []  # (codes per table row, the query's code, must equal)
+        if request.sample is not None and self.same_source:
+            checks.append((t.sources, t.name_code(request.sample.source), True))
+        if request.sample is not None and self.same_modality:
+            checks.append((t.modalities, t.name_code(request.sample.modality), True))
         group = request.sample.group_id if request.sample is not None else ""
-        allowed = set(allowed_classes(request, sorted(set(t.labels))))
-        n, k = len(t.sample_ids), min(self.k + 1, len(t.sample_ids))
+        if self.exclude_same_group and group:
+            checks.append((t.groups, t.group_code(group), False))
+        allowed = set(allowed_classes(request, t.label_names))
+        n, k = len(t), min(self.k + 1, len(t))
         while True:
-            scores: dict[str, float] = {}
             sims, ids = self._neighbours(q, row, k)
-            for s, i in zip(sims, ids, strict=True):
-                if i < 0 or i == row or (mask is not None and not mask[i]):
-                    continue
-                if self.exclude_same_group and group and t.groups[i] == group:
-                    continue
-                lab = t.labels[i]
-                if lab not in scores:
-                    scores[lab] = float(s)
+            ok = ids >= 0
+            if row is not None:
+                ok &= ids != row
+            at = np.where(ok, ids, 0)
+            for codes, code, equal in checks:
+                ok &= (codes[at] == code) == equal
+            labs, sims = t.labels[ids[ok]], sims[ok]
+            first = np.sort(np.unique(labs, return_index=True)[1])  # each label's nearest
+            scores = {t.label_names[labs[j]]: float(sims[j]) for j in first.tolist()}
             if sum(lab in allowed for lab in scores) >= need or k >= n:
                 return scores
             k = min(n, k * 4)
 
     def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
         scores = self.class_scores(request, request.distractors_needed())
-        table = self._fitted()
-        q, row = table.query(request)
+        t = self._fitted()
+        q, row = self._query(request)
         for m in request.mandatory_distractors():
-            rows = self._rows_of_label.get(m, np.empty(0, dtype=np.int64))
+            if m in scores or (code := t.label_code(m)) < 0:
+                continue
+            rows = self._rows_of_label.get(code)
+            if rows is None:
+                rows = self._rows_of_label[code] = np.flatnonzero(t.labels == code)
             rows = rows[rows != row]
-            if m not in scores and len(rows):  # score a mandatory option by its nearest image
-                scores[m] = float((table.embeddings[rows] @ q).max())
+            if len(rows):  # score a mandatory option by its nearest image
+                scores[m] = self._best_similarity(rows, q)
         return choose_top(self.name, request, scores, "labels among the nearest images")
+
+    def _best_similarity(self, rows: np.ndarray, q: np.ndarray) -> float:
+        if not self.spilled:
+            return float((self._vectors[rows] @ q).max())
+        at = self._position[rows] if self._index._cell_ordered else rows
+        at = np.sort(at)  # contiguous runs read at once; the maximum ignores the order
+        return max(
+            float((self._vectors.take(at[a : a + _READ_ROWS]) @ q).max())
+            for a in range(0, len(at), _READ_ROWS)
+        )
+
+
+def _width(embeddings) -> int:
+    shape = getattr(embeddings, "shape", None)
+    if shape is not None and len(shape) == 2:
+        return int(shape[1])
+    return int(np.asarray(embeddings[0]).shape[-1]) if len(embeddings) else 0
+
+
+def _unit_rows(embeddings, keep: np.ndarray, width: int, spill: bool, spill_dir):
+    """The unit vectors of rows ``keep`` of ``embeddings``: an array, or with ``spill`` a
+    :class:`RowFile`, filled a block of rows at a time (each row normalised on its own, so
+    the values do not depend on the blocks)."""
+    n = len(keep)
+    if not spill and isinstance(embeddings, np.ndarray):
+        rows = embeddings if n == len(embeddings) else embeddings[keep]  # no copy if all
+        return normalise_rows(np.asarray(rows, dtype=np.float32))
+    out = (
+        RowFile(n, width, np.float32, dir=spill_dir) if spill else np.empty((n, width), np.float32)
+    )
+    for a in range(0, n, _READ_ROWS):
+        block = normalise_rows(np.asarray(embeddings[keep[a : a + _READ_ROWS]], dtype=np.float32))
+        if spill:
+            out.write(a, block)
+        else:
+            out[a : a + len(block)] = block
+    return out

@@ -89,3 +89,33 @@ def test_k_larger_than_candidates_pads_with_minus_one():
     scores, ids = EmbeddingIndex(base).search(base[:2] + 0.01, 10)
     assert ids.shape == (2, 10) and (ids[:, 7:] == -1).all() and (ids[:, :7] >= 0).all()
     assert sorted(ids[0, :7]) == list(range(7))
+
+
+def on_disk(x, tmp_path):
+    from medvqa_build.row_file import RowFile
+
+    f = RowFile(len(x), x.shape[1], np.float32, dir=tmp_path)
+    f.write(0, x)
+    return f
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf"])
+def test_vectors_on_disk_give_the_same_results_bit_for_bit(kind, tmp_path):
+    base = clustered(4000, 24, centres=50, seed=5)
+    mem = EmbeddingIndex(base, kind=kind, threads=2)
+    disk = EmbeddingIndex(on_disk(base, tmp_path), kind=kind, threads=2)
+    assert disk.kind == mem.kind == kind and disk._cell_ordered == (kind == "ivf")
+    s_mem, i_mem = mem.search_self(9)
+    got_s, got_i = np.zeros_like(s_mem), np.full_like(i_mem, -2)
+
+    def sink(rows, scores, ids):
+        got_s[rows], got_i[rows] = scores, ids
+
+    assert disk.search_self(9, sink=sink) is None
+    assert np.array_equal(got_i, i_mem) and np.array_equal(
+        got_s.view(np.uint32), s_mem.view(np.uint32)
+    )
+    np.testing.assert_array_equal(disk.search(disk.vectors, 9)[1], i_mem)  # the self path
+    queries = base[:300] + 0.05
+    for a, b in zip(mem.search(queries, 7), disk.search(queries, 7), strict=True):
+        assert np.array_equal(a, b)

@@ -6,7 +6,7 @@ import pytest
 
 from medvqa_build.negatives import visual_base
 from medvqa_build.negatives.embedder import l2_normalise
-from medvqa_build.negatives.visual_base import EmbeddingTable, normalise_rows
+from medvqa_build.negatives.visual_base import PoolTable, normalise_rows
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -20,14 +20,17 @@ def test_blockwise_normalisation_is_bit_identical(dtype, monkeypatch):
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-def test_table_keeps_labelled_rows_only_and_normalises_them():
+def test_pool_table_keeps_labelled_rows_as_codes():
     class S:
-        def __init__(self, i):
-            self.sample_id, self.source, self.modality, self.group_id = f"s{i}", "a", "m", f"g{i}"
+        def __init__(self, i, group):
+            self.sample_id, self.source, self.modality, self.group_id = f"s{i}", "a", "m", group
 
-    x = np.arange(12, dtype=np.float32).reshape(4, 3) + 1
-    table = EmbeddingTable.build([S(i) for i in range(4)], x, ["p", None, "q", "p"])
-    assert table.sample_ids == ["s0", "s2", "s3"] and table.labels == ["p", "q", "p"]
-    assert np.array_equal(table.embeddings, l2_normalise(x[[0, 2, 3]]))
-    full = EmbeddingTable.build([S(i) for i in range(4)], x, ["p", "q", "q", "p"])
-    assert np.array_equal(full.embeddings, l2_normalise(x)) and x[0, 0] == 1.0  # input intact
+    samples = [S(0, "g1"), S(1, "g0"), S(2, "g1"), S(3, None)]
+    table = PoolTable.build(samples, ["p", None, "q", "p"])
+    assert len(table) == 3 and table.keep.tolist() == [0, 2, 3]
+    assert [table.row(f"s{i}") for i in range(4)] == [0, None, 1, 2]
+    assert [table.label_names[c] for c in table.labels] == ["p", "q", "p"]
+    assert table.group_code("g1") == table.groups[0] == table.groups[1] != table.groups[2]
+    assert table.group_code("g0") == -1  # s1 has no label: its group is not in the table
+    assert table.label_code("q") == 1 and table.label_code("r") == -1
+    assert table.name_code("a") == table.sources[0] and table.name_code("b") == -1

@@ -155,3 +155,43 @@ def test_visual_class_reads_only_library_and_query_rows(synth):
         req = request_for(samples[i], labels[i], n=3)
         assert lazy.class_scores(req) == eager.class_scores(req)
     assert rows.read == 33  # one row per query
+
+
+@pytest.mark.parametrize("kind", ["flat", "ivf"])
+@pytest.mark.parametrize("same_source", [False, True])
+def test_visual_neighbor_on_disk_scores_as_in_memory(kind, same_source, synth, tmp_path):
+    # spread out: each probed cell holds several labels, so most requests find their options
+    samples, emb, labels = synth.clustered_embeddings(CLASSES, per_class=180, spread=2.0)
+    samples = [
+        synth.make_sample(s.sample_id, source="a" if i % 3 else "b", group=f"g{i // 5}")
+        for i, s in enumerate(samples)
+    ]
+    labels = [None if i % 11 == 0 else lab for i, lab in enumerate(labels)]  # unlabelled rows
+    params = dict(k=6, same_source=same_source, index={"kind": kind, "threads": 2})
+    mem = VisualNeighborSampler(**params).fit(samples, emb, labels)
+    rows = _CountingRows(emb)
+    disk = VisualNeighborSampler(memory_mib=0, spill_dir=tmp_path, **params).fit(
+        samples, rows, labels
+    )
+    assert not mem.spilled and disk.spilled and disk._index.kind == kind
+    assert rows.read == 1 + sum(1 for lab in labels if lab)  # the width, then each row once
+    assert list(tmp_path.iterdir()) == []  # the spill files have no names
+    checked = ok = 0
+    for i in range(0, len(samples), 7):
+        if labels[i] is None:
+            continue
+        req = request_for(samples[i], labels[i], n=5, mandatory=("normal",) if i % 2 else ())
+        got = _outcome(mem, req)
+        assert got == _outcome(disk, req)
+        ok += not isinstance(got, str)
+        assert mem.class_scores(req, 6) == disk.class_scores(req, 6)  # widened past the lists
+        checked += 1
+    assert checked > 100 and ok > checked // 2
+
+
+def _outcome(sampler, req):
+    try:
+        neg = sampler.sample(req, np.random.default_rng(0))
+    except NotEnoughOptions as exc:  # a tight cluster's probed cells may hold too few labels
+        return str(exc)
+    return neg.candidates, neg.scores, neg.pool_size
