@@ -191,7 +191,8 @@ class EmbeddingIndex:
             self.vectors: np.ndarray | RowFile = vectors
         else:
             self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        self._cell_ordered = False  # a RowFile rewritten in cell order (ivf): row -> position
+        self._cell_ordered = False  # a RowFile rewritten in cell order (ivf)
+        self._position: np.ndarray | None = None  # row -> place in that file, made when needed
         if self.vectors.ndim != 2:
             raise ValueError(f"vectors must be 2-D, got shape {self.vectors.shape}")
         self.n, self.dim = self.vectors.shape
@@ -339,6 +340,20 @@ class EmbeddingIndex:
         self.vectors = cells
         self._cell_start = np.cumsum([0] + [len(m) for m in self._members])
         self._cell_ordered = True
+
+    def vectors_of(self, rows) -> np.ndarray:
+        """The indexed vectors of ``rows`` (numbers as given at build time, in that order),
+        wherever they are stored; one vector for an int."""
+        if isinstance(rows, int | np.integer):
+            return self.vectors_of(np.array([rows]))[0]
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self._cell_ordered:
+            return self.vectors[rows]
+        if self._position is None:  # row -> its place in the cell-ordered file
+            order = np.concatenate(self._members)
+            self._position = np.empty(len(order), np.int64)
+            self._position[order] = np.arange(len(order))
+        return self.vectors.take(self._position[rows])
 
     def _cell_vectors(self, cells: np.ndarray) -> np.ndarray:
         """The vectors of the members of ``cells`` (in that order), one matrix."""

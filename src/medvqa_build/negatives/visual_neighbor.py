@@ -75,11 +75,9 @@ class VisualNeighborSampler:
         table = PoolTable.build(samples, labels)
         n, width = len(table), _width(embeddings)
         self.spilled = n * width * 4 > self.memory_mib * 2**20
-        self._vectors = _unit_rows(embeddings, table.keep, width, self.spilled, self.spill_dir)
-        self._index = EmbeddingIndex(self._vectors, **self.index_params)
-        self._vectors = self._index.vectors  # on disk: rewritten in the index's cell order
+        vectors = _unit_rows(embeddings, table.keep, width, self.spilled, self.spill_dir)
+        self._index = EmbeddingIndex(vectors, **self.index_params)
         self._rows_of_label: dict[int, np.ndarray] = {}
-        self._positions = None
         k = min(self.k + 1, n)
         if self.spilled:
             self._pre_scores = RowFile(n, k, np.float32, dir=self.spill_dir)
@@ -108,21 +106,7 @@ class VisualNeighborSampler:
             return l2_normalise(np.asarray(request.embedding, dtype=np.float32)), row
         if row is None:
             raise unfitted_query(request)
-        return self._vector(row), row
-
-    def _vector(self, row: int) -> np.ndarray:
-        if not self._index._cell_ordered:
-            return self._vectors[row]
-        return self._vectors[int(self._position[row])]
-
-    @property
-    def _position(self) -> np.ndarray:
-        """Table row -> row of the cell-ordered vector file."""
-        if getattr(self, "_positions", None) is None:
-            order = np.concatenate(self._index._members)
-            self._positions = np.empty(len(order), np.int64)
-            self._positions[order] = np.arange(len(order))
-        return self._positions
+        return self._index.vectors_of(row), row
 
     def _neighbours(self, q: np.ndarray, row: int | None, k: int):
         if row is not None and k <= self._pre_ids.shape[1]:
@@ -176,13 +160,10 @@ class VisualNeighborSampler:
         return choose_top(self.name, request, scores, "labels among the nearest images")
 
     def _best_similarity(self, rows: np.ndarray, q: np.ndarray) -> float:
-        if not self.spilled:
-            return float((self._vectors[rows] @ q).max())
-        at = self._position[rows] if self._index._cell_ordered else rows
-        at = np.sort(at)  # contiguous runs read at once; the maximum ignores the order
+        step = _READ_ROWS if self.spilled else max(1, len(rows))  # in memory: one product
         return max(
-            float((self._vectors.take(at[a : a + _READ_ROWS]) @ q).max())
-            for a in range(0, len(at), _READ_ROWS)
+            float((self._index.vectors_of(rows[a : a + step]) @ q).max())
+            for a in range(0, len(rows), step)
         )
 
 

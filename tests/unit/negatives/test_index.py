@@ -119,3 +119,6 @@ def test_vectors_on_disk_give_the_same_results_bit_for_bit(kind, tmp_path):
     queries = base[:300] + 0.05
     for a, b in zip(mem.search(queries, 7), disk.search(queries, 7), strict=True):
         assert np.array_equal(a, b)
+    rows = np.array([3999, 0, 17, 18, 2500])  # by build-time row, whatever the file's order
+    assert np.array_equal(disk.vectors_of(rows), base[rows])
+    assert np.array_equal(disk.vectors_of(17), base[17])
