@@ -80,22 +80,50 @@ def keep_order_key(sample: Sample, spec: DedupSpec):
     return (prio, sample.sample_id)
 
 
-def _embedding_pairs(ids: list[str], embeddings: dict[str, np.ndarray], min_cosine: float):
-    from ..negatives.index import EmbeddingIndex
+MEMORY_MIB = 64  # the most unit vectors (float32) compared in memory; more are kept on disk
+_READ_ROWS = 1024  # vectors read and normalised at a time
 
-    present = [i for i, sid in enumerate(ids) if sid in embeddings]
-    if len(present) < 2:
+
+def _embedding_pairs(ids: list[str], embeddings: dict[str, np.ndarray], min_cosine: float):
+    """``(a, b, cosine)`` for every pair among each embedded sample's 32 nearest with a
+    cosine of at least ``min_cosine`` (a < b, indices into ``ids``), sorted.
+
+    The unit vectors are gathered a block at a time; more than :data:`MEMORY_MIB` of them
+    go to a :class:`~medvqa_build.row_file.RowFile` on disk (the index reads them from
+    there), and the self-kNN pass hands its neighbour lists over a block at a time, so
+    only the pairs found are kept."""
+    from ..negatives.index import EmbeddingIndex
+    from ..row_file import RowFile
+
+    present = np.array([i for i, sid in enumerate(ids) if sid in embeddings], dtype=np.int64)
+    n = len(present)
+    if n < 2:
         return []
-    vectors = np.stack([np.asarray(embeddings[ids[i]], np.float32) for i in present])
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    dim = int(np.asarray(embeddings[ids[present[0]]]).shape[-1])
+    spill = n * dim * 4 > MEMORY_MIB * 2**20
+    vectors = RowFile(n, dim, np.float32) if spill else np.empty((n, dim), np.float32)
+    for a in range(0, n, _READ_ROWS):
+        block = np.stack(
+            [np.asarray(embeddings[ids[i]], np.float32) for i in present[a : a + _READ_ROWS]]
+        )
+        block /= np.maximum(np.linalg.norm(block, axis=1, keepdims=True), 1e-12)
+        if spill:
+            vectors.write(a, block)
+        else:
+            vectors[a : a + len(block)] = block
     index = EmbeddingIndex(vectors)
-    k = min(len(present), 32)
-    scores, nn = index.search(vectors, k)
-    pairs = []
-    for qi, (row_s, row_i) in enumerate(zip(scores, nn, strict=True)):
-        for s, j in zip(row_s, row_i, strict=True):
-            if j > qi and s >= min_cosine:
-                pairs.append((present[qi], present[int(j)], round(float(s), 4)))
+    k = min(n, 32)
+    pairs: list[tuple[int, int, float]] = []
+
+    def keep(rows: np.ndarray, scores: np.ndarray, nn: np.ndarray) -> None:
+        found = []
+        for qi, row_s, row_i in zip(rows.tolist(), scores, nn, strict=True):
+            for s, j in zip(row_s, row_i.tolist(), strict=True):
+                if j > qi and s >= min_cosine:
+                    found.append((int(present[qi]), int(present[j]), round(float(s), 4)))
+        pairs.extend(found)  # one call per block: safe from the index's worker threads
+
+    index.search_self(k, sink=keep)
     return sorted(pairs)
 
 

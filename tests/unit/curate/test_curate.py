@@ -141,6 +141,26 @@ def test_embedding_near_duplicates(planted):
     ]
 
 
+def test_embedding_pairs_from_disk_match_memory(monkeypatch):
+    from medvqa_build.curate import dedup
+
+    rng = np.random.default_rng(2)
+    centres = rng.normal(size=(400, 24)).astype(np.float32)
+    ids = [f"s{i:04d}" for i in range(1200)]
+    # triples around each centre, a few samples without a vector (frames are not embedded)
+    emb = {
+        sid: centres[i // 3] + 0.05 * rng.normal(size=24).astype(np.float32)
+        for i, sid in enumerate(ids)
+        if i % 13
+    }
+    in_memory = dedup._embedding_pairs(ids, emb, 0.97)
+    monkeypatch.setattr(dedup, "MEMORY_MIB", 0)  # every vector on disk
+    on_disk = dedup._embedding_pairs(ids, emb, 0.97)
+    assert on_disk == in_memory and len(in_memory) > 600
+    assert all(a < b and s >= 0.97 and ids[a] in emb and ids[b] in emb for a, b, s in in_memory)
+    assert {(a, b) for a, b, _ in in_memory} >= {(3, 4), (3, 5), (4, 5)}  # one planted triple
+
+
 def test_phash_distances():
     rng = np.random.default_rng(3)
     a, b = _blobs(rng), _blobs(rng)
