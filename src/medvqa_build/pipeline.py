@@ -20,7 +20,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .convert import convert_to
-from .curate import assign_splits, curate_samples, duplicate_groups, parse_curate_spec
+from .curate import assign_splits, curate_report, duplicate_groups, parse_curate_spec
 from .embed_stage import embed_stage
 from .errors import RecipeError, SourceError, ValidationFailed
 from .export import EXPORTERS, ExportContext
@@ -477,8 +477,9 @@ def _curate_stage(recipe, out, samples, embeddings, roots, stages):
     }
 
     def do_curate(d: Path) -> dict:
-        # dedup and selection compare samples with each other: they hold the table's samples
-        kept, report = curate_samples(recipe.curate, list(samples), embeddings, roots, recipe.seed)
+        # dedup and selection compare samples with each other: they read the table once and
+        # keep ~100 bytes of facts a sample (curate/facts.py), not the samples
+        report = curate_report(recipe.curate, samples, embeddings, roots, recipe.seed)
         (d / "curate.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
         return {"input": report["input"], "kept": report["kept"], "removed": len(report["removed"])}
 

@@ -30,6 +30,7 @@ STAGE_VERSIONS = {
     "materialize": 1,
     "convert": 2,
     "embed": 2,
+    "curate": 1,
     "generate": 1,
     "render": 1,
     "validate": 1,

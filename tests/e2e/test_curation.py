@@ -301,3 +301,30 @@ def test_apply_decisions_then_validate_and_export(build, tmp_path):
     assert main(["export", str(build), "--format", "vlmeval", "-o", str(tmp_path / "vl")]) == 0
     tsv = next((tmp_path / "vl").glob("*.tsv")).read_text().splitlines()
     assert len(tsv) == 60  # header + 59 items
+
+
+CURATE_SECTION = """
+curate:
+  dedup: {exact: true, phash_max_hamming: 12, keep: largest}
+  select: {per_label: 3}
+"""
+
+
+def test_a_recipe_with_a_curate_section_builds(tmp_path, request):
+    """The curate stage runs inside a build (it once failed there: no stage version), and
+    no item is made from a sample it removed."""
+    from medvqa_build.pipeline import open_build
+
+    demo = (request.config.rootpath / "recipes" / "demo.yaml").read_text(encoding="utf-8")
+    recipe = tmp_path / "curated.yaml"
+    recipe.write_text(demo + CURATE_SECTION, encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["run", str(recipe), "-o", str(out), "-q", *SMALL]) == 0
+    (path,) = (out / "stages" / "curate").glob("*/curate.json")
+    report = json.loads(path.read_text())
+    assert report["kept"] + len(report["removed"]) == report["input"] > 0
+    assert report["dedup"]["removed"] > 0 and report["select"]["removed"] > 0
+    removed = {r["sample_id"] for r in report["removed"]}
+    items, _, _ = open_build(out)
+    used = {sid for item in items for sid in item.sample_ids}
+    assert used and not used & removed

@@ -3,16 +3,17 @@ labels, and group-aware stratified splits. Recipe key ``curate`` (docs/curation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..records import Item, Sample
-from .dedup import DuplicateGroup, content_key, find_duplicates
+from .dedup import DuplicateGroup, content_key, duplicates_of, find_duplicates
+from .facts import SampleFacts
 from .phash import hamming, phash_array, phash_bytes, phash_file
-from .select import kcenter_greedy, label_key, select_samples, water_fill
+from .select import kcenter_greedy, label_key, select_rows, select_samples, water_fill
 from .spec import CurateSpec, DedupSpec, SelectSpec, SplitSpec, parse_curate_spec
 from .splits import assign_splits_with, item_groups
 
@@ -29,13 +30,30 @@ def curate_samples(
     The report's counts add up: ``kept + len(removed) == input``; every removed sample names
     its stage, its duplicate group and representative (dedup) or its label (selection).
     """
-    spec = parse_curate_spec(spec_dict)
     samples = list(samples)
+    report = curate_report(spec_dict, samples, embeddings, roots, seed)
+    removed = {r["sample_id"] for r in report["removed"]}
+    return [s for s in samples if s.sample_id not in removed], report
+
+
+def curate_report(
+    spec_dict: dict[str, Any] | CurateSpec | None,
+    samples: Iterable[Sample],
+    embeddings: dict[str, np.ndarray] | None,
+    roots: dict[str, Path],
+    seed: int,
+) -> dict:
+    """The report of :func:`curate_samples` without the kept samples: ``samples`` are read
+    once (a list, or a :class:`~medvqa_build.tables.SampleTable` a batch at a time) and
+    only their :class:`~.facts.SampleFacts` are kept."""
+    spec = parse_curate_spec(spec_dict)
+    facts = SampleFacts.collect(samples, spec.dedup, roots)
+    ids = facts.ids
     removed: list[dict] = []
-    report: dict[str, Any] = {"input": len(samples), "spec": spec.model_dump(mode="json")}
-    kept = samples
+    report: dict[str, Any] = {"input": len(facts), "spec": spec.model_dump(mode="json")}
+    kept: Iterable[int] = range(len(facts))
     if spec.dedup is not None:
-        groups, stats = find_duplicates(samples, spec.dedup, roots, embeddings)
+        groups, stats = duplicates_of(facts, spec.dedup, embeddings)
         criteria_of: dict[str, set[str]] = {}
         for g in groups:
             for e in g.edges:
@@ -52,7 +70,7 @@ def curate_samples(
                     }
                 )
         dropped = {r["sample_id"] for r in removed}
-        kept = [s for s in samples if s.sample_id not in dropped]
+        kept = [i for i, sid in enumerate(ids) if sid not in dropped]
         report["dedup"] = {
             **stats,
             "groups": len(groups),
@@ -63,16 +81,17 @@ def curate_samples(
             "duplicate_groups": [g.to_dict() for g in groups],
         }
     if spec.select is not None:
-        before = kept
-        kept, sel = select_samples(before, spec.select, embeddings, seed)
-        chosen = {s.sample_id for s in kept}
-        for s in before:
-            if s.sample_id not in chosen:
-                removed.append({"sample_id": s.sample_id, "stage": "select", "label": label_key(s)})
-        report["select"] = {"input": len(before), "removed": len(before) - len(kept), **sel}
+        before = list(kept)
+        chosen, sel = select_rows(facts, before, spec.select, embeddings, seed)
+        for i in before:
+            if i not in chosen:
+                label = facts.label_names[facts.labels[i]]
+                removed.append({"sample_id": ids[i], "stage": "select", "label": label})
+        report["select"] = {"input": len(before), "removed": len(before) - len(chosen), **sel}
+        kept = chosen
     report["kept"] = len(kept)
     report["removed"] = removed
-    return kept, report
+    return report
 
 
 def duplicate_groups(report: dict) -> list[list[str]]:
@@ -101,6 +120,7 @@ __all__ = [
     "SplitSpec",
     "assign_splits",
     "content_key",
+    "curate_report",
     "curate_samples",
     "duplicate_groups",
     "find_duplicates",

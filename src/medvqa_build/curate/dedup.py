@@ -4,21 +4,20 @@ representative per group is kept by a documented rule (docs/curation.md)."""
 
 from __future__ import annotations
 
-import logging
+from array import array
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..media.image import ImageProblem
-from ..negatives.cache import file_sha256
 from ..records import Sample
-from .phash import is_image_file, near_pairs, phash_file
+from .facts import SampleFacts, content_key
+from .phash import near_pairs
 from .spec import DedupSpec
 
-log = logging.getLogger(__name__)
+__all__ = ["DuplicateGroup", "content_key", "duplicates_of", "find_duplicates"]
 
 
 @dataclass
@@ -38,8 +37,10 @@ class DuplicateGroup:
 
 
 class _UnionFind:
+    """Disjoint sets over ``0..n-1`` (8 bytes an element); a set's root is its smallest."""
+
     def __init__(self, n: int):
-        self.parent = list(range(n))
+        self.parent = array("q", range(n))
 
     def find(self, i: int) -> int:
         while self.parent[i] != i:
@@ -53,38 +54,11 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def content_key(sample: Sample, root: Path) -> str:
-    """sha256 of the file; a frame or slice of a video/volume file adds its index."""
-    key = file_sha256(root / sample.image)
-    if not is_image_file(sample.image):
-        if sample.frame is not None:
-            key += f"#frame={sample.frame}"
-        if sample.slice is not None:
-            key += f"#slice={sample.slice.axis}:{sample.slice.index}"
-    return key
-
-
-def keep_order_key(sample: Sample, spec: DedupSpec):
-    """Sort key of the keep rule: the smallest key is the representative.
-
-    ``prefer_sources`` first (in their order), then for ``largest`` the most pixels and the
-    most regions, and finally the smallest ``sample_id`` (so the choice is deterministic).
-    """
-    prio = (
-        spec.prefer_sources.index(sample.source)
-        if sample.source in spec.prefer_sources
-        else len(spec.prefer_sources)
-    )
-    if spec.keep == "largest":
-        return (prio, -(sample.width * sample.height), -len(sample.regions), sample.sample_id)
-    return (prio, sample.sample_id)
-
-
 MEMORY_MIB = 64  # the most unit vectors (float32) compared in memory; more are kept on disk
 _READ_ROWS = 1024  # vectors read and normalised at a time
 
 
-def _embedding_pairs(ids: list[str], embeddings: dict[str, np.ndarray], min_cosine: float):
+def _embedding_pairs(ids: Sequence[str], embeddings: dict[str, np.ndarray], min_cosine: float):
     """``(a, b, cosine)`` for every pair among each embedded sample's 32 nearest with a
     cosine of at least ``min_cosine`` (a < b, indices into ``ids``), sorted.
 
@@ -128,50 +102,43 @@ def _embedding_pairs(ids: list[str], embeddings: dict[str, np.ndarray], min_cosi
 
 
 def find_duplicates(
-    samples: Sequence[Sample],
+    samples: Iterable[Sample],
     spec: DedupSpec,
     roots: dict[str, Path],
     embeddings: dict[str, np.ndarray] | None = None,
 ) -> tuple[list[DuplicateGroup], dict[str, int]]:
     """Duplicate groups (two or more members) and per-criterion counts of matched pairs."""
-    ids = [s.sample_id for s in samples]
-    uf = _UnionFind(len(samples))
+    return duplicates_of(SampleFacts.collect(samples, spec, roots), spec, embeddings)
+
+
+def duplicates_of(
+    facts: SampleFacts, spec: DedupSpec, embeddings: dict[str, np.ndarray] | None = None
+) -> tuple[list[DuplicateGroup], dict[str, int]]:
+    """:func:`find_duplicates` over facts gathered with this ``spec``."""
+    ids = facts.ids
     edges: list[tuple[int, int, str, float]] = []
     stats = {"exact_pairs": 0, "phash_pairs": 0, "embedding_pairs": 0, "unhashable": 0}
+    stats["unhashable"] = facts.unhashable
     if spec.exact:
-        by_key: dict[str, list[int]] = defaultdict(list)
-        for i, s in enumerate(samples):
-            try:
-                by_key[content_key(s, roots[s.source])].append(i)
-            except OSError as exc:
-                log.warning("cannot hash %s: %s", s.sample_id, exc)
-                stats["unhashable"] += 1
-        for members in by_key.values():
-            for j in members[1:]:
-                edges.append((members[0], j, "exact", 1.0))
-                stats["exact_pairs"] += 1
+        for members in facts.exact_groups():
+            first = int(members[0])
+            edges += [(first, int(j), "exact", 1.0) for j in members[1:]]
+            stats["exact_pairs"] += len(members) - 1
     if spec.phash_max_hamming is not None:
-        hashed, hashes = [], []
-        for i, s in enumerate(samples):
-            if not is_image_file(s.image):
-                continue
-            try:
-                hashes.append(phash_file(roots[s.source] / s.image))
-                hashed.append(i)
-            except (ImageProblem, OSError) as exc:
-                log.warning("cannot pHash %s: %s", s.sample_id, exc)
-                stats["unhashable"] += 1
-        for a, b, d in near_pairs(hashes, spec.phash_max_hamming):
-            edges.append((hashed[a], hashed[b], "phash", float(d)))
+        rows = facts.phash_rows
+        for a, b, d in near_pairs(facts.phashes, spec.phash_max_hamming):
+            edges.append((rows[a], rows[b], "phash", float(d)))
             stats["phash_pairs"] += 1
     if spec.embed_min_cosine is not None and embeddings:
         for a, b, score in _embedding_pairs(ids, embeddings, spec.embed_min_cosine):
             edges.append((a, b, "embedding", score))
             stats["embedding_pairs"] += 1
+    uf = _UnionFind(len(facts))
     for a, b, _, _ in edges:
         uf.union(a, b)
+    # only samples on an edge share a group with another: the rest are single
     components: dict[int, list[int]] = defaultdict(list)
-    for i in range(len(samples)):
+    for i in sorted({v for a, b, _, _ in edges for v in (a, b)}):
         components[uf.find(i)].append(i)
     edges_by_root: dict[int, list[dict]] = defaultdict(list)
     for a, b, crit, score in sorted(edges, key=lambda e: (ids[e[0]], ids[e[1]], e[2])):
@@ -182,7 +149,7 @@ def find_duplicates(
     for root, members in components.items():
         if len(members) < 2:
             continue
-        ordered = sorted(members, key=lambda i: keep_order_key(samples[i], spec))
+        ordered = sorted(members, key=lambda i: facts.keep_key(i, spec))
         groups.append(
             DuplicateGroup("", ids[ordered[0]], [ids[i] for i in ordered], edges_by_root[root])
         )

@@ -10,18 +10,14 @@ did to keep representative, non-redundant images.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ..records import Sample
 from ..rng import rng_for
+from .facts import SampleFacts, label_key  # noqa: F401  (label_key: its home before facts)
 from .spec import SelectSpec
-
-
-def label_key(sample: Sample) -> str:
-    """The label a sample is balanced by: its image-level labels joined, or ``(none)``."""
-    return "|".join(sorted(sample.labels)) or "(none)"
 
 
 def water_fill(available: dict[str, int], total: int | None, cap: int | None) -> dict[str, int]:
@@ -70,23 +66,39 @@ def select_samples(
     seed: int,
 ) -> tuple[list[Sample], dict]:
     """The selected samples (input order kept) and a report per label."""
-    by_label: dict[str, list[Sample]] = defaultdict(list)
-    for s in samples:
-        by_label[label_key(s)].append(s)
+    samples = list(samples)
+    facts = SampleFacts.collect(samples, None, {})
+    chosen, report = select_rows(facts, range(len(samples)), spec, embeddings, seed)
+    return [s for i, s in enumerate(samples) if i in chosen], report
+
+
+def select_rows(
+    facts: SampleFacts,
+    rows: Iterable[int],
+    spec: SelectSpec,
+    embeddings: dict[str, np.ndarray] | None,
+    seed: int,
+) -> tuple[set[int], dict]:
+    """The selected ``rows`` of ``facts`` and a report per label (one label's vectors are
+    in memory at a time: k-center compares each candidate with every pick)."""
+    by_label: dict[str, list[int]] = defaultdict(list)
+    for i in rows:
+        by_label[facts.label_names[facts.labels[i]]].append(i)
     quotas = water_fill({k: len(v) for k, v in by_label.items()}, spec.total, spec.per_label)
-    chosen: set[str] = set()
+    chosen: set[int] = set()
     per_label = {}
+    ids = facts.ids
     for label in sorted(by_label):
-        group = sorted(by_label[label], key=lambda s: s.sample_id)
+        group = sorted(by_label[label], key=lambda i: ids[i])
         k = quotas[label]
-        if embeddings and all(s.sample_id in embeddings for s in group):
-            vectors = np.stack([np.asarray(embeddings[s.sample_id], np.float32) for s in group])
+        if embeddings and all(ids[i] in embeddings for i in group):
+            vectors = np.stack([np.asarray(embeddings[ids[i]], np.float32) for i in group])
             picked, method = kcenter_greedy(vectors, k), "kcenter"
+            del vectors
         else:
             # frames and slices are not embedded: a seeded random subset stands in
             picked = sorted(rng_for(seed, "select", label).permutation(len(group))[:k].tolist())
             method = "random (no embeddings)"
-        chosen.update(group[i].sample_id for i in picked)
+        chosen.update(group[i] for i in picked)
         per_label[label] = {"available": len(group), "selected": len(picked), "method": method}
-    kept = [s for s in samples if s.sample_id in chosen]
-    return kept, {"per_label": per_label, "selected": len(kept)}
+    return chosen, {"per_label": per_label, "selected": len(chosen)}

@@ -161,6 +161,20 @@ def test_embedding_pairs_from_disk_match_memory(monkeypatch):
     assert {(a, b) for a, b, _ in in_memory} >= {(3, 4), (3, 5), (4, 5)}  # one planted triple
 
 
+def test_report_reads_the_samples_once(planted):
+    """curate_report takes any iterable (the build passes its sample table) and reads it
+    once, keeping only packed facts; the report is the list API's."""
+    from medvqa_build.curate import curate_report
+
+    samples, roots = planted
+    rng = np.random.default_rng(0)
+    emb = {s.sample_id: rng.normal(size=8).astype(np.float32) for s in samples}
+    spec = {"dedup": {"phash_max_hamming": 8, "keep": "first"}, "select": {"per_label": 3}}
+    _, want = curate_samples(spec, samples, emb, roots, 0)
+    assert curate_report(spec, iter(samples), emb, roots, 0) == want
+    assert want["dedup"]["removed"] == 4 and want["select"]["removed"] > 0
+
+
 def test_phash_distances():
     rng = np.random.default_rng(3)
     a, b = _blobs(rng), _blobs(rng)
