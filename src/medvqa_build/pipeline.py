@@ -20,7 +20,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from .convert import convert_to
-from .curate import assign_splits, curate_report, duplicate_groups, parse_curate_spec
+from .curate import curate_report, duplicate_groups, parse_curate_spec
+from .curate.splits import SplitPlan
 from .embed_stage import embed_stage
 from .errors import RecipeError, SourceError, ValidationFailed
 from .export import EXPORTERS, ExportContext
@@ -297,7 +298,17 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
 
     def do_generate(d: Path) -> dict:
         resplit = curate_spec is not None and curate_spec.split is not None
-        with ItemWriter(d / "items.parquet") as writer:
+        # splits over the whole set: items go to a first file while a packed plan of their
+        # strata and samples is kept, then are copied with the splits the plan assigns
+        plan = SplitPlan(curate_spec.split) if resplit else None
+        first = d / ("items.unsplit.parquet" if resplit else "items.parquet")
+        with ItemWriter(first) as writer:
+
+            def keep(item: Item) -> None:
+                if plan is not None:
+                    plan.add(item)
+                writer.add(item)
+
             result = generate_items(
                 recipe,
                 samples,
@@ -306,13 +317,14 @@ def _build(recipe, out_dir, progress, force_export, allow_missing, executor) -> 
                 embeddings=embeddings,
                 out_dir=d,
                 roots=roots,
-                # streamed to disk unless splits are assigned over the whole set first
-                sink=None if resplit else writer.add,
+                sink=keep,
             )
-            if resplit:
-                by_id = samples.get(sid for i in result.items for sid in i.sample_ids)
-                for item in assign_splits(recipe.curate, result.items, by_id, recipe.seed):
-                    writer.add(item)
+        if plan is not None:
+            splits = plan.assign(samples, recipe.seed)
+            with ItemWriter(d / "items.parquet") as writer:
+                for k, item in enumerate(ItemTable(first)):
+                    writer.add(item.replace(split=splits[k]))
+            first.unlink()
         (d / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
         return {
             "items": result.count,

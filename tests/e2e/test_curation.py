@@ -307,12 +307,14 @@ CURATE_SECTION = """
 curate:
   dedup: {exact: true, phash_max_hamming: 12, keep: largest}
   select: {per_label: 3}
+  split: {proportions: {test: 0.7, train: 0.3}}
 """
 
 
 def test_a_recipe_with_a_curate_section_builds(tmp_path, request):
-    """The curate stage runs inside a build (it once failed there: no stage version), and
-    no item is made from a sample it removed."""
+    """The curate stage runs inside a build (it once failed there: no stage version), no
+    item is made from a sample it removed, and the splits assigned over the whole set keep
+    every patient on one side."""
     from medvqa_build.pipeline import open_build
 
     demo = (request.config.rootpath / "recipes" / "demo.yaml").read_text(encoding="utf-8")
@@ -328,3 +330,7 @@ def test_a_recipe_with_a_curate_section_builds(tmp_path, request):
     items, _, _ = open_build(out)
     used = {sid for item in items for sid in item.sample_ids}
     assert used and not used & removed
+    splits = [item.split for item in items]
+    assert set(splits) == {"test", "train"} and splits.count("test") > splits.count("train")
+    assert validate_build(out) == []  # the split-leak rule included
+    assert not list((out / "stages" / "generate").glob("*/items.unsplit.parquet"))
