@@ -30,3 +30,42 @@ def test_two_components_give_two_shapes(clean, make_disc, to_region):
     mask = make_disc(96, 128, 20, 20, 8) | make_disc(96, 128, 100, 70, 8)
     shapes = render("contour", clean, [Mark(to_region(mask))]).shapes
     assert len(shapes) == 2 and {s.label for s in shapes} == {"polyp"}
+
+
+def test_outline_runs_through_border_pixel_centres_and_fills_back(clean, disc, to_region):
+    """An outer outline passes through the centres of the component's border pixels (corners
+    only), so ``cv2.fillPoly`` of it gives the component back, pixel for pixel."""
+    import cv2
+
+    from medvqa_build.validate.alignment import check_alignment
+
+    out = render("contour", clean, [Mark(to_region(disc), "green")], Style(thickness_px=2))
+    (shape,) = out.shapes
+    pts = np.asarray(shape.polygon)
+    assert (
+        np.array_equal(pts, np.round(pts))
+        and disc[pts[:, 1].astype(int), pts[:, 0].astype(int)].all()
+    )
+    border = disc & ~ndimage.binary_erosion(disc)
+    assert len(pts) < border.sum()  # corners only: fewer vertices than border pixels
+    filled = np.zeros(disc.shape, np.uint8)
+    cv2.fillPoly(filled, [pts.astype(np.int32)], 1)
+    assert np.array_equal(filled.astype(bool), disc)
+    assert check_alignment(clean, out.image, out.shapes, "i", decoded=out.decoded) == []
+
+
+def test_a_one_pixel_thin_part_is_outlined_on_the_crack_boundary(clean, make_disc, to_region):
+    """A line of pixels has no pixel-centre polygon with an area: such a mask is outlined on
+    the boundary between its pixels and the background (half-pixel vertices), and the
+    drawing still passes the alignment check."""
+    from medvqa_build.geometry import mask_to_contours
+    from medvqa_build.validate.alignment import check_alignment
+
+    mask = make_disc(96, 128, 30, 30, 9)
+    mask[70, 60:100] = True  # a separate component one pixel thin
+    out = render("contour", clean, [Mark(to_region(mask), "blue")], Style(thickness_px=2))
+    want = mask_to_contours(mask)
+    assert len(out.shapes) == len(want) == 2
+    for shape, polygon in zip(out.shapes, want, strict=True):
+        assert np.array_equal(np.asarray(shape.polygon), polygon)  # x.5 vertices
+    assert check_alignment(clean, out.image, out.shapes, "i", decoded=out.decoded) == []
