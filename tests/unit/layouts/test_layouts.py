@@ -138,3 +138,35 @@ def test_frame_folders_phase_and_tools(tmp_path):
     assert out[1].attributes["phase"] == "ClippingCutting" and out[1].labels == ("Grasper", "Hook")
     assert out[0].group_id == "video01" and out[0].attributes["tool:Hook"] == "0"
     assert out[2].reason == "no phase for frame 50 in phase_annotations/video01-phase.txt"
+
+
+def test_label_table_is_read_in_chunks_with_the_same_result(tmp_path, monkeypatch):
+    """A 10^6-row table is parsed a chunk at a time; chunking changes nothing: the same
+    samples in the same order, the same unlisted images reported."""
+    from medvqa_build.layouts import label_table
+
+    for stem in ("a", "b", "c", "d", "e"):
+        _jpeg(tmp_path / "images" / f"{stem}.jpg", 3)
+    _jpeg(tmp_path / "images" / "unlisted.jpg", 4)
+    (tmp_path / "labels.csv").write_text(
+        "image,finding,patient\n" + "".join(f"{s},Polyp,p{i}\n" for i, s in enumerate("edcab"))
+    )
+    options = {
+        "table": "labels.csv",
+        "image_column": "image",
+        "label_column": "finding",
+        "group_column": "patient",
+        "image_dir": "images",
+        "image_suffix": ".jpg",
+    }
+
+    def scan():
+        layout = make_layout("label_table", options, where="test")
+        return list(layout.scan(_ctx(tmp_path, label_map={"Polyp": "polyp"})))
+
+    whole = scan()
+    monkeypatch.setattr(label_table, "CHUNK_ROWS", 2)
+    chunked = scan()
+    assert chunked == whole
+    assert [getattr(o, "group_id", None) for o in whole] == ["p0", "p1", "p2", "p3", "p4", None]
+    assert whole[-1].file == "images/unlisted.jpg" and "not listed" in whole[-1].reason
