@@ -30,6 +30,7 @@ from .schema import (
     SAMPLE_SCHEMA,
     SampleWriter,
     atomic_path,
+    iter_batches,
     use_returning_memory_pool,
     write_samples,
 )
@@ -139,7 +140,7 @@ class _ShardReader:
     """Hands out the next ``m`` rows of one shard file, reading it batch by batch."""
 
     def __init__(self, path: Path):
-        self._batches = pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS)
+        self._batches = iter_batches(path, BATCH_ROWS)
         self._buffer: pa.Table | None = None
 
     def take(self, m: int) -> pa.Table:

@@ -282,9 +282,21 @@ def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def iter_batches(source, batch_rows: int, columns=None):
+    """Record batches of a Parquet file (a path or a ``pq.ParquetFile``), read one row group
+    at a time on the calling thread. pyarrow's reader over the whole file, with its decode
+    threads, holds more the larger the file: iterating 60k samples in 1,024-row batches
+    peaked at +50 MiB (+70 with threads), a row group at a time at +30, as fast."""
+    pf = source if isinstance(source, pq.ParquetFile) else pq.ParquetFile(source)
+    for group in range(pf.num_row_groups):
+        yield from pf.iter_batches(
+            batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=False
+        )
+
+
 def iter_samples(path: str | os.PathLike, batch_rows: int = 256):
     """The samples of a Parquet file, decoded batch by batch (never the whole table at once)."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+    for batch in iter_batches(path, batch_rows):
         table = pa.Table.from_batches([batch]).cast(SAMPLE_SCHEMA)
         yield from (Sample.from_row(r) for r in table.to_pylist())
 
@@ -302,7 +314,7 @@ ITEM_READ_ROWS = 256  # items decoded at a time: a rendered contour item is ~50 
 
 def iter_items(path: str | os.PathLike, batch_rows: int = ITEM_READ_ROWS):
     """The items of a Parquet file, decoded batch by batch."""
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+    for batch in iter_batches(path, batch_rows):
         table = pa.Table.from_batches([batch]).cast(ITEM_SCHEMA)
         yield from (Item.from_row(r) for r in table.to_pylist())
 

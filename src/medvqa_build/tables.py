@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .records import Item, Sample
-from .schema import BATCH_ROWS, ITEM_READ_ROWS, ITEM_SCHEMA, SAMPLE_SCHEMA
+from .schema import BATCH_ROWS, ITEM_READ_ROWS, ITEM_SCHEMA, SAMPLE_SCHEMA, iter_batches
 
 DECODE_ROWS = 256  # Arrow rows turned into Python dicts at a time (a mask's runs as ints
 # are ~10x their packed size: a whole 4096-row batch of dicts would be the peak)
@@ -93,8 +93,7 @@ class SampleTable:
 
     def _tables(self, columns: Sequence[str] | None = None) -> Iterator[pa.Table]:
         for path in self.paths:
-            pf = pq.ParquetFile(path)
-            for batch in pf.iter_batches(batch_size=self.batch_rows, columns=columns):
+            for batch in iter_batches(path, self.batch_rows, columns):
                 yield pa.Table.from_batches([batch])
 
     def to_arrow(self) -> pa.Table:
@@ -188,7 +187,7 @@ class ItemTable:
 
     def batches(self) -> Iterator[list[Item]]:
         """Lists of at most ``batch_rows`` items, in file order."""
-        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=self.batch_rows):
+        for batch in iter_batches(self.path, self.batch_rows):
             yield [Item.from_row(r) for r in _rows(pa.Table.from_batches([batch]), ITEM_SCHEMA)]
 
     def to_arrow(self) -> pa.Table:
@@ -201,7 +200,7 @@ class ItemTable:
 
     def where(self, column: str, value) -> Iterator[Item]:
         """The items whose ``column`` equals ``value`` (a filtered read, batch by batch)."""
-        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=self.batch_rows):
+        for batch in iter_batches(self.path, self.batch_rows):
             table = pa.Table.from_batches([batch])
             table = table.filter(pc.equal(table.column(column), value))
             yield from (Item.from_row(r) for r in _rows(table, ITEM_SCHEMA))
