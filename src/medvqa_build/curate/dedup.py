@@ -36,7 +36,7 @@ class DuplicateGroup:
         }
 
 
-class _UnionFind:
+class UnionFind:
     """Disjoint sets over ``0..n-1`` (8 bytes an element); a set's root is its smallest."""
 
     def __init__(self, n: int):
@@ -133,7 +133,7 @@ def duplicates_of(
         for a, b, score in _embedding_pairs(ids, embeddings, spec.embed_min_cosine):
             edges.append((a, b, "embedding", score))
             stats["embedding_pairs"] += 1
-    uf = _UnionFind(len(facts))
+    uf = UnionFind(len(facts))
     for a, b, _, _ in edges:
         uf.union(a, b)
     # only samples on an edge share a group with another: the rest are single

@@ -18,6 +18,7 @@ import numpy as np
 from ..packed import PackedStrings, SortedStrings
 from ..records import Item, Sample
 from ..rng import rng_for
+from .dedup import UnionFind
 from .spec import SplitSpec
 
 
@@ -156,27 +157,19 @@ def _split_ids(joined: str) -> list[str]:
 def _units_of(item_samples: _Ragged, group: np.ndarray, n_groups: int) -> list[list[int]]:
     """Items joined through shared groups (connected components), each ascending, in the
     order of their first item; an item without samples is a unit of its own."""
-    parent = array("q", range(len(item_samples)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    sets = UnionFind(len(item_samples))
     first = np.full(n_groups, -1, np.int64)
     for i, positions in enumerate(item_samples):
         for p in positions:
             g = int(group[p])
             f = int(first[g])
             if f >= 0:
-                a, b = find(f), find(i)
-                parent[max(a, b)] = min(a, b)
+                sets.union(f, i)
             else:
                 first[g] = i
     comps: dict[int, list[int]] = defaultdict(list)
     for i in range(len(item_samples)):
-        comps[find(i)].append(i)
+        comps[sets.find(i)].append(i)
     return list(comps.values())
 
 
