@@ -19,6 +19,8 @@ import threading
 
 import numpy as np
 
+from .errors import RecipeError
+
 _POSITIONAL = hasattr(os, "preadv") and hasattr(os, "pwrite")  # thread-safe without a lock
 
 
@@ -30,11 +32,20 @@ class RowFile:
         self.n, self.width = int(n), int(width)
         self.row_bytes = self.width * self.dtype.itemsize
         self.dir = dir
-        # unlinked at once where the OS allows; closed by close() or on collection
-        self._file = tempfile.TemporaryFile(dir=dir)  # noqa: SIM115
-        self._fd = self._file.fileno()
         self._lock = threading.Lock()
-        os.ftruncate(self._fd, self.n * self.row_bytes)  # sparse: unwritten rows read as 0
+        try:
+            # unlinked at once where the OS allows; closed by close() or on collection
+            self._file = tempfile.TemporaryFile(dir=dir)  # noqa: SIM115
+            self._fd = self._file.fileno()
+            os.ftruncate(self._fd, self.n * self.row_bytes)  # sparse: unwritten rows read 0
+        except OSError as exc:
+            folder = dir if dir is not None else tempfile.gettempdir()
+            raise RecipeError(
+                f"cannot keep {self.n * self.row_bytes / 2**20:.0f} MiB of rows on disk: {exc}",
+                where=str(folder),
+                fix="point spill_dir (the sampler's params) or TMPDIR at a writable folder "
+                "with room for them",
+            ) from exc
 
     # -- array-like ---------------------------------------------------------------------------
 

@@ -44,3 +44,13 @@ def test_out_of_range_is_an_index_error(tmp_path):
     with pytest.raises(IndexError):
         f.write(2, np.zeros((2, 2), np.float32))
     f.close()
+
+
+def test_an_unusable_spill_folder_is_a_one_line_error(tmp_path):
+    from medvqa_build.errors import RecipeError
+
+    missing = tmp_path / "no-such-folder"
+    with pytest.raises(RecipeError) as err:
+        RowFile(1000, 512, dir=missing)
+    text = str(err.value)
+    assert "\n" not in text and str(missing) in text and "spill_dir" in text and "2 MiB" in text
