@@ -44,7 +44,8 @@ from medvqa_build.images import (
 from medvqa_build.media.load import load_ref_rgb
 from medvqa_build.recipe import RenderSpec
 from medvqa_build.records import DrawnShape, Item, Region
-from medvqa_build.render import PROMPT_LEVELS, Mark, Style, render
+from medvqa_build.render import PROMPT_LEVELS, Mark, Style
+from medvqa_build.render.base import render_in_place
 from medvqa_build.render_stage import RenderJob, render_one
 from medvqa_build.validate.alignment import check_alignment
 
@@ -118,8 +119,16 @@ def _encoded(items: list[Item], job: RenderJob) -> None:
             Mark(Region(s.label or "", bbox=s.bbox, mask=s.mask), s.color or "red")
             for s in item.prompt_geometry
         ]
-        result = render(item.prompt_level, clean, marks, style, root=job.roots[item.source])
-        if check_alignment(clean, result.image, result.shapes, item.item_id):
+        drawn = render_in_place(item.prompt_level, clean, marks, style, root=job.roots[item.source])
+        result = drawn.result
+        if check_alignment(
+            drawn.before,
+            result.image,
+            result.shapes,
+            item.item_id,
+            decoded=result.decoded or None,
+            origin=drawn.origin,
+        ):
             raise SystemExit(f"{item.item_id}: alignment problems")
         data = encode_image(result.image, "jpeg", QUALITY)
         write_bytes_atomic(job.out / f"images/{item.item_id}_0.jpg", data)

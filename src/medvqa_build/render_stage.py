@@ -33,7 +33,8 @@ from .media.video import VideoProblem
 from .media.volume import VolumeProblem
 from .recipe import RenderSpec
 from .records import Item, Region
-from .render import Mark, RenderResult, Style, coord_text, fit_max_side, render
+from .render import Mark, RenderResult, Style, coord_text, fit_max_side
+from .render.base import InPlace, render_in_place
 from .validate.alignment import check_alignment
 
 CHUNK = 64
@@ -85,10 +86,15 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
             Mark(region=rs.region(_shape_region(s), root), color=s.color or "red") for s in planned
         ]
         if item.prompt_level == "image" or not planned:
-            result = RenderResult(clean, ())
+            drawn = InPlace(RenderResult(clean, ()), clean[:0, :0], (0, 0))
         else:
             style = Style(thickness_px=spec.thickness_px)
-            result = render(item.prompt_level, clean, marks, style, root=root, channels=channels)
+            if not clean.flags.writeable:
+                clean = clean.copy()
+            drawn = render_in_place(
+                item.prompt_level, clean, marks, style, root=root, channels=channels
+            )
+        result = drawn.result
     except (ValueError, ImageProblem, VideoProblem, VolumeProblem) as exc:
         reason = {
             "item_id": item.item_id,
@@ -97,14 +103,16 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
             "reason": str(exc),
         }
         return Rendered(None, reason)
+    # the marks were drawn on a view cut to their reach: the window is all that can differ
     problems = tuple(
         check_alignment(
-            clean,
+            drawn.before,
             result.image,
             result.shapes,
             item.item_id,
             channels=channels,
             decoded=result.decoded or None,
+            origin=drawn.origin,
         )
     )
     changes: dict = {"prompt_geometry": result.shapes}

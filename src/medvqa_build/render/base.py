@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -81,9 +82,34 @@ class RenderResult:
     decoded: tuple = field(default=(), compare=False, repr=False)
 
 
+Rect = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1/y1 exclusive) in image pixels
+
+
+@dataclass(frozen=True)
+class Stroke:
+    """One mark, planned before anything is painted: the shapes it records, what was decoded
+    for them (see :attr:`RenderResult.decoded`), the pixels it may touch (``reach``, inside
+    the image; None: it paints nothing) and ``paint(view, ox, oy)``, which draws it on
+    ``view``, the image's pixels from ``(ox, oy)`` on, a window that holds the reach.
+
+    Knowing the reach first lets the render stage draw on a view of the decoded image cut to
+    it: no copy of the whole image is made, and no pixel outside the window can change, so the
+    alignment check compares the window alone."""
+
+    shapes: tuple[DrawnShape, ...]
+    decoded: tuple = ()
+    reach: Rect | None = None
+    paint: Callable[[np.ndarray, int, int], None] | None = None
+
+
 class Renderer(Protocol):
     """``draw`` paints on ``image`` in place. A renderer whose ``channels_aware`` is true also
-    takes ``channels="bgr"`` (the built-in ones); :func:`render` converts for the others."""
+    takes ``channels="bgr"`` (the built-in ones); :func:`render` converts for the others.
+
+    A renderer may also offer ``plan(marks, style, height, width, root, channels)`` returning
+    one :class:`Stroke` per drawn primitive, in painting order (the built-in ones do); then
+    ``draw`` is the plan painted on the whole image, and :func:`render_in_place` can draw
+    inside the marks' reach only."""
 
     name: str
 
@@ -92,7 +118,39 @@ class Renderer(Protocol):
     ) -> RenderResult: ...
 
 
+def paint_plan(image: np.ndarray, strokes: Sequence[Stroke]) -> RenderResult:
+    """Paint planned strokes on the whole ``image`` in place (a plan's ``draw``)."""
+    for stroke in strokes:
+        if stroke.paint is not None:
+            stroke.paint(image, 0, 0)
+    return _result(image, strokes)
+
+
+def _result(image: np.ndarray, strokes: Sequence[Stroke]) -> RenderResult:
+    if len(strokes) == 1:
+        return RenderResult(image, strokes[0].shapes, strokes[0].decoded)
+    shapes = tuple(shape for stroke in strokes for shape in stroke.shapes)
+    decoded = tuple(d for stroke in strokes for d in stroke.decoded or (None,) * len(stroke.shapes))
+    return RenderResult(image, shapes, decoded if any(d is not None for d in decoded) else ())
+
+
 RENDERERS: Registry[Renderer] = Registry("renderer")
+
+
+def _checked(
+    kind: str, image: np.ndarray, marks: Sequence[Mark], style: Style | None, channels: str
+) -> tuple[Renderer, Style]:
+    """The renderer for ``kind`` and the style, after the checks every render makes."""
+    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+        raise ValueError(f"expected an RGB uint8 image, got shape {image.shape} {image.dtype}")
+    style = style or Style()
+    if not 0.0 <= style.alpha <= 1.0:
+        raise ValueError(f"style alpha must lie in [0, 1], got {style.alpha}")
+    for mark in marks:
+        if mark.color not in COLORS:
+            raise ValueError(f"unknown colour {mark.color!r}; use one of {sorted(COLORS)}")
+    channel_colors(channels)  # a known order
+    return RENDERERS.get(kind), style
 
 
 def render(
@@ -112,16 +170,7 @@ def render(
     ``channels="bgr"`` takes and returns a BGR image (the same pixels, channels swapped).
     Bad geometry (empty mask, mask of another size, box outside the image) raises ValueError.
     """
-    if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-        raise ValueError(f"expected an RGB uint8 image, got shape {image.shape} {image.dtype}")
-    style = style or Style()
-    if not 0.0 <= style.alpha <= 1.0:
-        raise ValueError(f"style alpha must lie in [0, 1], got {style.alpha}")
-    for mark in marks:
-        if mark.color not in COLORS:
-            raise ValueError(f"unknown colour {mark.color!r}; use one of {sorted(COLORS)}")
-    channel_colors(channels)  # a known order
-    renderer = RENDERERS.get(kind)
+    renderer, style = _checked(kind, image, marks, style, channels)
     root = Path(root) if root else None
     if channels == "rgb":
         result = renderer.draw(image.copy(), list(marks), style, root)
@@ -130,6 +179,58 @@ def render(
     else:  # a renderer that draws RGB only: swap the channels around it
         result = renderer.draw(np.ascontiguousarray(image[..., ::-1]), list(marks), style, root)
         result = RenderResult(np.ascontiguousarray(result.image[..., ::-1]), result.shapes)
+    return _at_index(result, image_index)
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """What :func:`render_in_place` did: the result (its image is the image drawn on), the
+    clean pixels of the window that may have changed (a copy taken before painting; an empty
+    array when nothing was painted) and the window's top-left pixel ``(x, y)``."""
+
+    result: RenderResult
+    before: np.ndarray
+    origin: tuple[int, int]
+
+
+def render_in_place(
+    kind: str,
+    image: np.ndarray,
+    marks: list[Mark],
+    style: Style | None = None,
+    *,
+    root: str | Path | None = None,
+    channels: str = "rgb",
+) -> InPlace:
+    """:func:`render` on ``image`` itself (writable), painting on a view cut to the marks'
+    reach: only that window is copied first, and no pixel outside it can change (a view
+    bounds every write). A renderer without ``plan`` draws on the whole image (the window).
+    The same pixels, shapes and errors as :func:`render`."""
+    renderer, style = _checked(kind, image, marks, style, channels)
+    root = Path(root) if root is not None and not isinstance(root, Path) else root or None
+    plan = getattr(renderer, "plan", None)
+    if plan is None or (channels != "rgb" and not getattr(renderer, "channels_aware", False)):
+        before = image.copy()
+        result = render(kind, before, marks, style, root=root, channels=channels)
+        image[...] = result.image
+        return InPlace(RenderResult(image, result.shapes, result.decoded), before, (0, 0))
+    h, w = image.shape[:2]
+    strokes = plan(list(marks), style, h, w, root, channels)
+    reaches = [s.reach for s in strokes if s.reach is not None and s.paint is not None]
+    if not reaches:
+        return InPlace(_result(image, strokes), image[:0, :0], (0, 0))
+    x0s, y0s, x1s, y1s = zip(*reaches, strict=True)
+    x0, y0 = max(0, min(x0s)), max(0, min(y0s))
+    x1, y1 = min(w, max(x1s)), min(h, max(y1s))
+    view = image[y0:y1, x0:x1]
+    before = view.copy()
+    for stroke in strokes:
+        if stroke.paint is not None:
+            stroke.paint(view, x0, y0)
+    return InPlace(_result(image, strokes), before, (x0, y0))
+
+
+def _at_index(result: RenderResult, image_index: int) -> RenderResult:
     if image_index:
         shapes = tuple(replace(s, image_index=image_index) for s in result.shapes)
         result = RenderResult(result.image, shapes, result.decoded)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..records import DrawnShape
-from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
+from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
 from .masks import region_box
 
 
@@ -28,12 +28,24 @@ def draw_box_mark(
     image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> DrawnShape:
     h, w = image.shape[:2]
+    return paint_plan(image, [plan_box_mark(mark, style, h, w, root, channels)]).shapes[0]
+
+
+def plan_box_mark(
+    mark: Mark, style: Style, h: int, w: int, root: Path | None = None, channels: str = "rgb"
+) -> Stroke:
+    """The box as drawn (integer edges around the region's box) and its stroke, which stays
+    inside the box: the reach is the box."""
     t = style.thickness_for(h, w)
     box = region_box(mark.region, h, w, root)
     x1, y1 = (int(np.floor(v)) for v in box[:2])
     x2, y2 = (int(np.ceil(v)) for v in box[2:])
-    draw_box_outline(image, (x1, y1, x2, y2), channel_colors(channels)[mark.color], t)
-    return DrawnShape(
+    color = channel_colors(channels)[mark.color]
+
+    def paint(view: np.ndarray, ox: int, oy: int) -> None:
+        draw_box_outline(view, (x1 - ox, y1 - oy, x2 - ox, y2 - oy), color, t)
+
+    shape = DrawnShape(
         image_index=0,
         kind="box",
         label=mark.region.label,
@@ -41,11 +53,23 @@ def draw_box_mark(
         bbox=(float(x1), float(y1), float(x2), float(y2)),
         thickness_px=t,
     )
+    return Stroke((shape,), (), (x1, y1, x2, y2), paint)
 
 
 class BoxRenderer:
     name = "box"
     channels_aware = True
+
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        return [plan_box_mark(mark, style, h, w, root, channels) for mark in marks]
 
     def draw(
         self,
@@ -55,8 +79,8 @@ class BoxRenderer:
         root: Path | None = None,
         channels: str = "rgb",
     ) -> RenderResult:
-        shapes = tuple(draw_box_mark(image, mark, style, root, channels) for mark in marks)
-        return RenderResult(image, shapes)
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 RENDERERS.add("box", BoxRenderer())

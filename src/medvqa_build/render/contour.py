@@ -17,45 +17,61 @@ import numpy as np
 
 from ..geometry import crop_contours
 from ..records import DrawnShape, Polygon
-from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
+from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
 from .masks import load_region_crop
 
 _SHIFT = 2  # fractional bits: cv2 draws the half-pixel contour vertices without rounding bias
+_ALL_LEVELS = 2**31 - 1  # drawContours' maxLevel: every contour given
 
 
 def draw_contour_mark(
     image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> list[DrawnShape]:
-    return [shape for shape, _ in _draw_contours(image, mark, style, root, channels)]
-
-
-def _draw_contours(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None, channels: str
-) -> list[tuple[DrawnShape, np.ndarray]]:
-    """Each outline drawn, as its shape and its polygon as an ``(N, 2)`` float64 array."""
     h, w = image.shape[:2]
+    return list(paint_plan(image, [plan_contour_mark(mark, style, h, w, root, channels)]).shapes)
+
+
+def plan_contour_mark(
+    mark: Mark, style: Style, h: int, w: int, root: Path | None = None, channels: str = "rgb"
+) -> Stroke:
+    """The outlines of the mark's mask, one shape each; ``decoded`` holds each polygon as
+    traced: an int32 ``(N, 1, 2)`` array (pixel-centre vertices) or, for a crack outline, a
+    float64 ``(N, 2)`` array. The reach is the outlines' box grown by the stroke's width."""
     t = style.thickness_for(h, w)
     color = channel_colors(channels)[mark.color]
     (x0, y0, _, _), crop = load_region_crop(mark.region, h, w, root)
     outlines = _pixel_outlines(crop, x0, y0)
     if outlines is None:
-        return _draw_crack_outlines(image, crop, x0, y0, mark, t, color)
-    cv2.polylines(image, outlines, True, color, t, cv2.LINE_8)
-    out = []
+        return _crack_stroke(crop, x0, y0, mark, t, color, h, w)
+    shapes, rects = [], []
     for outline in outlines:
-        x, y, bw, bh = cv2.boundingRect(outline)
-        polygon = outline.reshape(-1, 2).astype(np.float64)
+        x, y, bw, bh = rect = cv2.boundingRect(outline)
+        rects.append(rect)
         shape = DrawnShape(
             image_index=0,
             kind="contour",
             label=mark.region.label,
             color=mark.color,
             bbox=(float(x), float(y), float(x + bw), float(y + bh)),  # the pixels' tight box
-            polygon=Polygon(polygon),
+            polygon=Polygon(outline.reshape(-1, 2)),
             thickness_px=t,
         )
-        out.append((shape, polygon))
-    return out
+        shapes.append(shape)
+
+    def paint(view: np.ndarray, ox: int, oy: int) -> None:
+        cv2.drawContours(view, outlines, -1, color, t, cv2.LINE_8, None, _ALL_LEVELS, (-ox, -oy))
+
+    return Stroke(tuple(shapes), tuple(outlines), _reach(rects, t, h, w), paint)
+
+
+def _reach(rects: list[tuple[int, int, int, int]], t: int, h: int, w: int):
+    """The ``(x, y, w, h)`` rectangles' union grown by ``t`` (a stroke of width ``t`` reaches
+    at most ``t / 2`` rounded up past its centre line), within the image."""
+    x0 = min(r[0] for r in rects)
+    y0 = min(r[1] for r in rects)
+    x1 = max(r[0] + r[2] for r in rects)
+    y1 = max(r[1] + r[3] for r in rects)
+    return max(0, x0 - t), max(0, y0 - t), min(w, x1 + t), min(h, y1 + t)
 
 
 def _pixel_outlines(crop: np.ndarray, x0: int, y0: int) -> tuple[np.ndarray, ...] | None:
@@ -71,21 +87,22 @@ def _pixel_outlines(crop: np.ndarray, x0: int, y0: int) -> tuple[np.ndarray, ...
     return outlines
 
 
-def _draw_crack_outlines(
-    image: np.ndarray, crop: np.ndarray, x0: int, y0: int, mark: Mark, t: int, color
-) -> list[tuple[DrawnShape, np.ndarray]]:
+def _crack_stroke(
+    crop: np.ndarray, x0: int, y0: int, mark: Mark, t: int, color, h: int, w: int
+) -> Stroke:
     """Outlines on the boundary between mask and background pixels (half-pixel vertices:
     :func:`geometry.crop_contours`), for masks whose pixel-centre outlines have no area."""
-    out = []
+    shapes, polygons, fixed_all, rects = [], [], [], []
+    one = 1 << _SHIFT
     for contour in crop_contours(crop, x0, y0):
         # vertices are multiples of 0.5: scaled by 1 << _SHIFT they are exact integers
-        fixed = (contour * (1 << _SHIFT)).astype(np.int32).reshape(-1, 1, 2)
-        cv2.polylines(image, [fixed], True, color, t, cv2.LINE_8, _SHIFT)
+        fixed = (contour * one).astype(np.int32).reshape(-1, 1, 2)
         # numpy's ceil keeps the sign of -0.0 (a mask touching the left or top border)
-        bx, by, bw, bh = (v / (1 << _SHIFT) for v in cv2.boundingRect(fixed))
-        step = 1 / (1 << _SHIFT)  # boundingRect's width counts the last point: max = x + w - 1
+        bx, by, bw, bh = (v / one for v in cv2.boundingRect(fixed))
+        step = 1 / one  # boundingRect's width counts the last point: max = x + w - 1
         x1, y1 = float(np.ceil(bx)), float(np.ceil(by))
         x2, y2 = float(np.floor(bx + bw - step)) + 1, float(np.floor(by + bh - step)) + 1
+        rects.append((int(x1), int(y1), int(x2 - x1), int(y2 - y1)))
         shape = DrawnShape(
             image_index=0,
             kind="contour",
@@ -96,13 +113,33 @@ def _draw_crack_outlines(
             polygon=Polygon(contour),
             thickness_px=t,
         )
-        out.append((shape, contour))
-    return out
+        shapes.append(shape)
+        polygons.append(contour)
+        fixed_all.append(fixed)
+
+    def paint(view: np.ndarray, ox: int, oy: int) -> None:
+        offset = np.array((ox * one, oy * one), np.int32)
+        for fixed in fixed_all:
+            pts = fixed - offset if ox or oy else fixed
+            cv2.polylines(view, [pts], True, color, t, cv2.LINE_8, _SHIFT)
+
+    return Stroke(tuple(shapes), tuple(polygons), _reach(rects, t + 1, h, w), paint)
 
 
 class ContourRenderer:
     name = "contour"
     channels_aware = True
+
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        return [plan_contour_mark(mark, style, h, w, root, channels) for mark in marks]
 
     def draw(
         self,
@@ -112,9 +149,8 @@ class ContourRenderer:
         root: Path | None = None,
         channels: str = "rgb",
     ) -> RenderResult:
-        drawn = [d for mark in marks for d in _draw_contours(image, mark, style, root, channels)]
-        shapes = tuple(shape for shape, _ in drawn)
-        return RenderResult(image, shapes, tuple(polygon for _, polygon in drawn))
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 RENDERERS.add("contour", ContourRenderer())

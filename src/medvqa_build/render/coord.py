@@ -13,7 +13,7 @@ import numpy as np
 
 from ..geometry import format_box
 from ..records import DrawnShape
-from .base import RENDERERS, Mark, RenderResult, Style
+from .base import RENDERERS, Mark, RenderResult, Stroke, Style, paint_plan
 from .masks import region_box
 
 # The sentence EndoBench appends after an absolute box (reference/endobench.md 1.4).
@@ -36,15 +36,16 @@ class CoordRenderer:
     name = "coord"
     channels_aware = True
 
-    def draw(
+    def plan(
         self,
-        image: np.ndarray,
         marks: list[Mark],
         style: Style,
+        h: int,
+        w: int,
         root: Path | None = None,
         channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
+    ) -> list[Stroke]:
+        """One ``text`` shape per mark (the region's box); nothing is painted."""
         shapes = tuple(
             DrawnShape(
                 image_index=0,
@@ -55,12 +56,34 @@ class CoordRenderer:
             )
             for m in marks
         )
-        return RenderResult(image, shapes)
+        return [Stroke(shapes)]
+
+    def draw(
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> RenderResult:
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 class NoPromptRenderer:
     name = "image"
     channels_aware = True
+
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        return []
 
     def draw(
         self,

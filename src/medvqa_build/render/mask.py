@@ -10,26 +10,31 @@ import numpy as np
 
 from ..geometry import rle_encode
 from ..records import DrawnShape, MaskRef
-from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
+from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
 from .masks import load_region_crop
 
 
 def draw_mask_mark(
     image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> DrawnShape:
-    return _draw_mask(image, mark, style, root, channels)[0]
-
-
-def _draw_mask(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None, channels: str
-) -> tuple[DrawnShape, tuple]:
-    """The shape drawn and its mask's ``rle_decode_box`` (the tight box and the crop)."""
     h, w = image.shape[:2]
+    return paint_plan(image, [plan_mask_mark(mark, style, h, w, root, channels)]).shapes[0]
+
+
+def plan_mask_mark(
+    mark: Mark, style: Style, h: int, w: int, root: Path | None = None, channels: str = "rgb"
+) -> Stroke:
+    """The fill of the mask's pixels; ``decoded`` is the mask's ``rle_decode_box`` (the tight
+    box and the crop), which is also the reach."""
     box, inside = load_region_crop(mark.region, h, w, root)
     x0, y0, x1, y1 = box
-    crop = image[y0:y1, x0:x1]
-    blended = cv2.LUT(crop, _blend_lut(mark.color, float(style.alpha), channels))
-    cv2.copyTo(blended, inside.view(np.uint8), crop)  # blended where inside, in place
+    lut = _blend_lut(mark.color, float(style.alpha), channels)
+
+    def paint(view: np.ndarray, ox: int, oy: int) -> None:
+        crop = view[y0 - oy : y1 - oy, x0 - ox : x1 - ox]
+        blended = cv2.LUT(crop, lut)
+        cv2.copyTo(blended, inside.view(np.uint8), crop)  # blended where inside, in place
+
     ref = mark.region.mask
     if ref is not None and ref.counts is not None and _canonical(ref.counts):
         # the mask was decoded from these runs, and canonical runs are what rle_encode gives
@@ -38,16 +43,15 @@ def _draw_mask(
         mask = np.zeros((h, w), bool)
         mask[y0:y1, x0:x1] = inside
         size_hw, counts = rle_encode(mask)
-    bbox = (float(x0), float(y0), float(x1), float(y1))
     shape = DrawnShape(
         image_index=0,
         kind="mask",
         label=mark.region.label,
         color=mark.color,
-        bbox=bbox,
+        bbox=(float(x0), float(y0), float(x1), float(y1)),
         mask=MaskRef(size_hw=size_hw, counts=counts),
     )
-    return shape, (box, inside)
+    return Stroke((shape,), ((box, inside),), box, paint)
 
 
 @lru_cache(maxsize=64)
@@ -71,6 +75,17 @@ class MaskRenderer:
     name = "mask"
     channels_aware = True
 
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        return [plan_mask_mark(mark, style, h, w, root, channels) for mark in marks]
+
     def draw(
         self,
         image: np.ndarray,
@@ -79,9 +94,8 @@ class MaskRenderer:
         root: Path | None = None,
         channels: str = "rgb",
     ) -> RenderResult:
-        drawn = [_draw_mask(image, mark, style, root, channels) for mark in marks]
-        shapes = tuple(shape for shape, _ in drawn)
-        return RenderResult(image, shapes, tuple(decoded for _, decoded in drawn))
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 RENDERERS.add("mask", MaskRenderer())

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import RENDERERS, Mark, RenderResult, Style
-from .box import draw_box_mark
-from .contour import _draw_contours
+from .base import RENDERERS, Mark, RenderResult, Stroke, Style, paint_plan
+from .box import plan_box_mark
+from .contour import plan_contour_mark
 
 MIN_MARKS, MAX_MARKS = 2, 4
 
@@ -23,6 +23,31 @@ class MultiRenderer:
 
     channels_aware = True
 
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        if not MIN_MARKS <= len(marks) <= MAX_MARKS:
+            raise ValueError(f"{self.name} needs {MIN_MARKS}-{MAX_MARKS} marks, got {len(marks)}")
+        colors = [m.color for m in marks]
+        if len(set(colors)) != len(colors):
+            raise ValueError(f"{self.name} marks need distinct colours, got {colors}")
+        strokes = []
+        for mark in marks:
+            shape = mark.shape or self.default_shape
+            if shape == "box":
+                strokes.append(plan_box_mark(mark, style, h, w, root, channels))
+            elif shape == "contour":
+                strokes.append(plan_contour_mark(mark, style, h, w, root, channels))
+            else:
+                raise ValueError(f"{self.name} draws 'box' or 'contour' marks, got {shape!r}")
+        return strokes
+
     def draw(
         self,
         image: np.ndarray,
@@ -31,24 +56,8 @@ class MultiRenderer:
         root: Path | None = None,
         channels: str = "rgb",
     ) -> RenderResult:
-        if not MIN_MARKS <= len(marks) <= MAX_MARKS:
-            raise ValueError(f"{self.name} needs {MIN_MARKS}-{MAX_MARKS} marks, got {len(marks)}")
-        colors = [m.color for m in marks]
-        if len(set(colors)) != len(colors):
-            raise ValueError(f"{self.name} marks need distinct colours, got {colors}")
-        shapes, decoded = [], []
-        for mark in marks:
-            shape = mark.shape or self.default_shape
-            if shape == "box":
-                shapes.append(draw_box_mark(image, mark, style, root, channels))
-                decoded.append(None)
-            elif shape == "contour":
-                for drawn, polygon in _draw_contours(image, mark, style, root, channels):
-                    shapes.append(drawn)
-                    decoded.append(polygon)
-            else:
-                raise ValueError(f"{self.name} draws 'box' or 'contour' marks, got {shape!r}")
-        return RenderResult(image, tuple(shapes), tuple(decoded))
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 RENDERERS.add("multi", MultiRenderer("multi", "box"))

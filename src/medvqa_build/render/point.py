@@ -13,7 +13,7 @@ import numpy as np
 
 from ..geometry import box_problem
 from ..records import DrawnShape, PointXY
-from .base import RENDERERS, Mark, RenderResult, Style, channel_colors
+from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
 from .masks import _check_rle_size, load_region_crop
 
 
@@ -95,11 +95,23 @@ def draw_point_mark(
     image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
 ) -> DrawnShape:
     h, w = image.shape[:2]
+    return paint_plan(image, [plan_point_mark(mark, style, h, w, root, channels)]).shapes[0]
+
+
+def plan_point_mark(
+    mark: Mark, style: Style, h: int, w: int, root: Path | None = None, channels: str = "rgb"
+) -> Stroke:
+    """A disc of radius ``r`` on the mark's point; the reach is the disc's box."""
     r = style.radius_for(h, w)
     x, y = mark_point(mark, h, w, root)
-    cv2.circle(image, (int(x), int(y)), r, channel_colors(channels)[mark.color], -1, cv2.LINE_8)
+    cx, cy = int(x), int(y)
+    color = channel_colors(channels)[mark.color]
+
+    def paint(view: np.ndarray, ox: int, oy: int) -> None:
+        cv2.circle(view, (cx - ox, cy - oy), r, color, -1, cv2.LINE_8)
+
     box = (max(0.0, x - r), max(0.0, y - r), min(float(w), x + r + 1), min(float(h), y + r + 1))
-    return DrawnShape(
+    shape = DrawnShape(
         image_index=0,
         kind="point",
         label=mark.region.label,
@@ -108,11 +120,24 @@ def draw_point_mark(
         point=(x, y),
         thickness_px=r,
     )
+    reach = (max(0, cx - r - 1), max(0, cy - r - 1), min(w, cx + r + 2), min(h, cy + r + 2))
+    return Stroke((shape,), (), reach, paint)
 
 
 class PointRenderer:
     name = "point"
     channels_aware = True
+
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        return [plan_point_mark(mark, style, h, w, root, channels) for mark in marks]
 
     def draw(
         self,
@@ -122,8 +147,8 @@ class PointRenderer:
         root: Path | None = None,
         channels: str = "rgb",
     ) -> RenderResult:
-        shapes = tuple(draw_point_mark(image, mark, style, root, channels) for mark in marks)
-        return RenderResult(image, shapes)
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 RENDERERS.add("point", PointRenderer())

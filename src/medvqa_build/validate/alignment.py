@@ -5,8 +5,13 @@ Only the comparison of the two images touches every pixel (one cv2 pass). Each s
 checked on its own bounding crop: the pixels it may change are cleared from the changed-pixel
 map, and its centre line's colour coverage is measured there. "Within distance r" of a line
 (exact Euclidean) is a dilation by the disc ``dx^2 + dy^2 <= r^2`` (:func:`_disc`), which
-equals thresholding a Euclidean distance transform at r; lines are rasterised with
-skimage's Bresenham rule (:func:`_line_pixels`).
+equals thresholding a Euclidean distance transform at r; a contour's centre line is
+rasterised by cv2 (8-connected, one pixel wide: each pixel within half a pixel of the exact
+segment, which the band's one-pixel tolerance absorbs).
+
+The render stage draws on a view of the image cut to the marks' reach and hands over only
+that window's clean pixels (``origin``): no pixel outside the window can have changed, so
+the window is all that is compared.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from ..geometry import box_problem, rle_decode_box
 from ..records import DrawnShape, Polygon
 from ..render.base import COLORS, channel_colors
 
+_ALL_LEVELS = 2**31 - 1  # drawContours' maxLevel: draw every contour given
 TOLERANCE_PX = 1  # slack around a stroke for rounding of sub-pixel geometry
 MIN_COVERAGE = 0.5  # share of a stroke's centre line that must show its colour (overlaps hide some)
 
@@ -79,47 +85,6 @@ def _next(a: np.ndarray) -> np.ndarray:
     return np.concatenate((a[1:], a[:1]))
 
 
-def _line_pixels(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows and columns of the closed polyline through integer ``(x, y)`` points, each segment
-    rasterised as ``skimage.draw.line`` does (vectorised over all segments)."""
-    c0, r0 = pts[:, 0], pts[:, 1]
-    nxt = _next(pts)
-    dc, dr = nxt[:, 0] - c0, nxt[:, 1] - r0
-    adr, adc = np.abs(dr), np.abs(dc)
-    steep = adr > adc
-    major = np.maximum(adr, adc)  # points per segment: major + 1 (the last one is the end point)
-    minor = np.minimum(adr, adc)
-    # skimage steps by -1 along an axis unless the difference is positive (also when it is 0)
-    sr = np.where(dr > 0, 1, -1)
-    sc = np.where(dc > 0, 1, -1)
-    counts = major + 1
-    seg = np.repeat(np.arange(len(pts)), counts)
-    i = np.arange(seg.size) - np.repeat(np.cumsum(counts) - counts, counts)  # major steps
-    big = major[seg]
-    # Bresenham's minor-axis steps after i major steps: floor((2 * minor * i + major) / 2major)
-    k = (2 * minor[seg] * i + big) // np.maximum(2 * big, 1)
-    st = steep[seg]
-    rows = r0[seg] + sr[seg] * np.where(st, i, k)
-    cols = c0[seg] + sc[seg] * np.where(st, k, i)
-    return rows, cols
-
-
-def _line_cover(pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pixels of :func:`_line_pixels` as a set (rows, columns; any order, repeats allowed).
-
-    When every segment joins neighbouring pixels (a mask outline's vertices, rounded), a
-    segment's pixels are its two end points, so the set is the points themselves."""
-    if len(pts) > 1:
-        steps = pts[1:] - pts[:-1]
-        np.abs(steps, out=steps)
-        (x0, y0), (x1, y1) = pts[0].tolist(), pts[-1].tolist()
-        if steps.max() <= 1 and abs(x0 - x1) <= 1 and abs(y0 - y1) <= 1:  # and closing
-            return pts[:, 1], pts[:, 0]
-    elif len(pts) == 1:
-        return pts[:, 1], pts[:, 0]
-    return _line_pixels(pts)
-
-
 def _points(polygon) -> np.ndarray:
     """``np.asarray(polygon, float).reshape(-1, 2)``, flattened without numpy's per-element
     shape discovery when the polygon is a sequence of (x, y) pairs."""
@@ -145,6 +110,13 @@ def _shape_problem(shape: DrawnShape, h: int, w: int, pts: np.ndarray | None) ->
     if shape.kind == "contour":
         if len(pts) < 3:
             return f"polygon has {len(pts)} vertices, need at least 3"
+        if pts.dtype == np.int32:  # traced vertices in cv2's (N, 1, 2) layout: exact int tests
+            x, y, bw, bh = cv2.boundingRect(pts)
+            if x < 0 or y < 0 or x + bw > w or y + bh > h:
+                return f"polygon leaves the {w}x{h} image"
+            if cv2.contourArea(pts) == 0:
+                return "polygon has zero area"
+            return None
         x, y = np.ascontiguousarray(pts.T)  # contiguous columns: fast reductions
         if min(x.min(), y.min()) < -0.5 or x.max() > w - 0.5 or y.max() > h - 0.5:
             return f"polygon leaves the {w}x{h} image"
@@ -182,18 +154,18 @@ def _prepare(
         rect = (max(0, x1 - tol), max(0, y1 - tol), min(w, x2 + tol), min(h, y2 + tol))
         return rect, (x1, y1, x2, y2)
     if shape.kind == "contour":
-        # outlines of masks touching the border run half a pixel outside it: clamp onto the image
-        ipts = np.round(pts).astype(int)
-        np.maximum(ipts, 0, out=ipts)
-        np.minimum(ipts, (w - 1, h - 1), out=ipts)
-        rows, cols = _line_cover(ipts)
+        if pts.dtype == np.int32:  # traced vertices: inside the image (see _shape_problem)
+            ipts = pts
+        else:
+            # outlines of masks touching the border run half a pixel outside it: clamp onto
+            # the image
+            ipts = np.round(pts).astype(np.int32)
+            np.maximum(ipts, 0, out=ipts)
+            np.minimum(ipts, (w - 1, h - 1), out=ipts)
+        bx, by, bw, bh = cv2.boundingRect(ipts)
         pad = math.floor(t / 2 + tol + 0.5)  # the allowed band's reach, >= the coverage reach
-        # a segment's pixels lie in its end points' box: the line's box is the points' box
-        cols_rows = np.ascontiguousarray(ipts.T)  # row-wise reductions: ~5x faster than axis=0
-        (cmin, rmin), (cmax, rmax) = cols_rows.min(axis=1).tolist(), cols_rows.max(axis=1).tolist()
-        x0, y0 = max(0, cmin - pad), max(0, rmin - pad)
-        rect = (x0, y0, min(w, cmax + pad + 1), min(h, rmax + pad + 1))
-        return rect, (rows, cols)
+        rect = (max(0, bx - pad), max(0, by - pad), min(w, bx + bw + pad), min(h, by + bh + pad))
+        return rect, ipts
     if shape.kind == "mask":
         if decoded is None:
             decoded = rle_decode_box(shape.mask.size_hw, shape.mask.counts)
@@ -251,13 +223,17 @@ def _clear_allowed(
         shown = cv2.countNonZero(painted) - (cv2.countNonZero(inner) if inner.size else 0)
         return shown / (painted.size - inner.size)
     if shape.kind == "contour":
-        rows, cols = data
         line = np.zeros(window.shape[:2], np.uint8)
-        line[rows - y0, cols - x0] = 1
+        cv2.drawContours(line, [data], -1, 255, 1, cv2.LINE_8, None, _ALL_LEVELS, (-x0, -y0))
         _zero_where(window, _within(line, t / 2 + tol + 0.5))
+        painted = _painted(rendered[y0:y1, x0:x1], shape.color, channels)
+        n_line = cv2.countNonZero(line)
+        exact = cv2.countNonZero(cv2.bitwise_and(painted, line)) / n_line
+        if exact >= MIN_COVERAGE:
+            return exact  # the share near the colour is at least this: the verdict is made
         # sub-pixel contour vertices round differently in cv2 and here: allow half a stroke + 1 px
-        near = _within(_painted(rendered[y0:y1, x0:x1], shape.color, channels), t / 2 + tol)
-        return cv2.countNonZero(cv2.bitwise_and(near, line)) / cv2.countNonZero(line)
+        near = _within(painted, t / 2 + tol)
+        return cv2.countNonZero(cv2.bitwise_and(near, line)) / n_line
     if shape.kind == "mask":
         _zero_where(window, data.view(np.uint8))
         return None
@@ -322,6 +298,7 @@ def check_alignment(
     *,
     channels: str = "rgb",
     decoded: Sequence[Any] | None = None,
+    origin: tuple[int, int] | None = None,
 ) -> list[str]:
     """Problems (each naming ``item_id``) where pixels and recorded shapes disagree; [] if none.
 
@@ -330,18 +307,27 @@ def check_alignment(
     images must be equal (checked without a map). Only when some changed pixel is not allowed
     is the whole image mapped, to report how many there are and where.
 
+    ``origin`` (x, y): ``clean`` holds only a window of the clean image, whose top-left pixel
+    is ``origin`` of ``rendered``, and the caller guarantees that ``rendered`` equals the clean
+    image outside it (it drew on a view cut to the window: :func:`render.render_in_place`).
+    Then only the window is compared.
+
     ``channels`` is the images' channel order (``rgb`` or ``bgr``). ``decoded`` (one entry per
     shape, None where unknown) hands over what a renderer already computed from the recorded
-    geometry, so it is not parsed again: a contour's ``polygon`` as an ``(N, 2)`` float64
-    array, a mask's ``rle_decode_box`` of its RLE (:attr:`RenderResult.decoded`). Each must
-    equal what the shape records; the verdicts are those without it.
+    geometry, so it is not parsed again: a contour's polygon as traced (an int32 ``(N, 1, 2)``
+    array) or as an ``(N, 2)`` float64 array, a mask's ``rle_decode_box`` of its RLE
+    (:attr:`RenderResult.decoded`). Each must equal what the shape records; the verdicts are
+    those without it.
     """
-    if clean.shape != rendered.shape or clean.dtype != rendered.dtype:
-        return [
-            f"{item_id}: rendered image {rendered.shape} {rendered.dtype} does not match "
-            f"the clean image {clean.shape} {clean.dtype}"
-        ]
-    h, w = clean.shape[:2]
+    if origin is None:
+        if clean.shape != rendered.shape or clean.dtype != rendered.dtype:
+            return [
+                f"{item_id}: rendered image {rendered.shape} {rendered.dtype} does not match "
+                f"the clean image {clean.shape} {clean.dtype}"
+            ]
+    elif problem := _window_problem(clean, rendered, origin):
+        return [f"{item_id}: {problem}"]
+    h, w = rendered.shape[:2]
     problems: list[str] = []
     plans = []
     for i, shape in enumerate(shapes):
@@ -353,21 +339,25 @@ def check_alignment(
             problems.append((i, f"{_name(item_id, i, shape)} {problem}"))
             continue
         plans.append((i, shape, *_prepare(shape, pts, h, w, known)))
-    union = _union([rect for _, _, rect, _ in plans if rect is not None])
-    full = None  # the changed-pixel map of the whole image, built only when needed
-    if clean.ndim == 3 and clean.shape[2] == 3 and clean.dtype == np.uint8:
-        x0, y0, x1, y1 = union or (0, 0, 0, 0)
-        # per channel (255 where it differs): clearing a pixel clears its three channels, and
-        # only whether any is left matters here
-        changed = None
-        if union:
-            changed = cv2.compare(clean[y0:y1, x0:x1], rendered[y0:y1, x0:x1], cv2.CMP_NE)
-        origin = (x0, y0)
+    rects = [rect for _, _, rect, _ in plans if rect is not None]
+    if origin is not None:
+        changed, at = _window_changes(clean, rendered, origin, rects)
     else:
-        changed = full = _changed(clean, rendered)
-        origin = (0, 0)
+        union = _union(rects)
+        full = None  # the changed-pixel map of the whole image, built only when needed
+        if clean.ndim == 3 and clean.shape[2] == 3 and clean.dtype == np.uint8:
+            x0, y0, x1, y1 = union or (0, 0, 0, 0)
+            # per channel (255 where it differs): clearing a pixel clears its three channels,
+            # and only whether any is left matters here
+            changed = None
+            if union:
+                changed = cv2.compare(clean[y0:y1, x0:x1], rendered[y0:y1, x0:x1], cv2.CMP_NE)
+            at = (x0, y0)
+        else:
+            changed = full = _changed(clean, rendered)
+            at = (0, 0)
     for i, shape, rect, data in plans:
-        shown = _clear_allowed(shape, rect, data, rendered, changed, origin, channels)
+        shown = _clear_allowed(shape, rect, data, rendered, changed, at, channels)
         if shown is not None and shown < MIN_COVERAGE:
             problems.append(
                 (
@@ -379,6 +369,11 @@ def check_alignment(
             )
     problems.sort(key=lambda p: p[0])  # at most one problem per shape, in shape order
     out = [text for _, text in problems]
+    if origin is not None:
+        if changed is not None and cv2.countNonZero(changed.reshape(len(changed), -1)):
+            left = changed.reshape(changed.shape[0], changed.shape[1], -1).max(axis=2)
+            out.append(_stray(item_id, left, at))
+        return out
     if full is None:
         if (changed is None or not cv2.countNonZero(changed.reshape(len(changed), -1))) and (
             _same_outside(clean, rendered, union)
@@ -388,13 +383,64 @@ def check_alignment(
         for _, shape, rect, data in plans:
             _clear_allowed(shape, rect, data, rendered, full, (0, 0), channels)
     if cv2.countNonZero(full):
-        ys, xs = np.nonzero(full)
-        out.append(
-            f"{item_id}: {int(ys.size)} changed pixels lie outside the recorded prompt "
-            f"geometry (in x {xs.min()}..{xs.max()}, y {ys.min()}..{ys.max()}); "
-            "the overlay and the question's geometry disagree"
-        )
+        out.append(_stray(item_id, full, (0, 0)))
     return out
+
+
+def _window_problem(clean: np.ndarray, rendered: np.ndarray, origin: tuple[int, int]) -> str:
+    """Why ``clean`` cannot be the window of ``rendered`` at ``origin`` ('' if it can)."""
+    ox, oy = origin
+    ch, cw = clean.shape[:2]
+    h, w = rendered.shape[:2]
+    if (
+        clean.shape[2:] != rendered.shape[2:]
+        or clean.dtype != rendered.dtype
+        or ox < 0
+        or oy < 0
+        or ox + cw > w
+        or oy + ch > h
+    ):
+        return (
+            f"clean window {clean.shape} {clean.dtype} at {origin} does not fit the rendered "
+            f"image {rendered.shape} {rendered.dtype}"
+        )
+    return ""
+
+
+def _window_changes(
+    clean: np.ndarray, rendered: np.ndarray, origin: tuple[int, int], rects: list[Rect]
+) -> tuple[np.ndarray | None, tuple[int, int]]:
+    """The changed-pixel map over the window and the shapes' crops (zero outside the window,
+    where nothing can have changed), and its top-left pixel; None when both are empty."""
+    ox, oy = origin
+    ch, cw = clean.shape[:2]
+    window = (ox, oy, ox + cw, oy + ch)
+    union = _union(rects + [window] if ch and cw else rects)
+    if union is None:
+        return None, (0, 0)
+    x0, y0, x1, y1 = union
+    seen = rendered[oy : oy + ch, ox : ox + cw]
+    if clean.ndim == 3 and clean.shape[2] == 3 and clean.dtype == np.uint8:
+        differs = cv2.compare(clean, seen, cv2.CMP_NE)  # 255 per differing channel
+    else:
+        differs = _changed(clean, seen)
+    if union == window:
+        return differs, (x0, y0)
+    changed = np.zeros((y1 - y0, x1 - x0, *differs.shape[2:]), np.uint8)
+    changed[oy - y0 : oy - y0 + ch, ox - x0 : ox - x0 + cw] = differs
+    return changed, (x0, y0)
+
+
+def _stray(item_id: str, left: np.ndarray, at: tuple[int, int]) -> str:
+    """The problem naming how many changed pixels ``left`` (a map whose top-left pixel is
+    ``at`` of the image) still holds and where."""
+    ys, xs = np.nonzero(left)
+    xs, ys = xs + at[0], ys + at[1]
+    return (
+        f"{item_id}: {int(ys.size)} changed pixels lie outside the recorded prompt "
+        f"geometry (in x {xs.min()}..{xs.max()}, y {ys.min()}..{ys.max()}); "
+        "the overlay and the question's geometry disagree"
+    )
 
 
 def _name(item_id: str, i: int, shape: DrawnShape) -> str:

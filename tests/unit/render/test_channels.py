@@ -21,7 +21,6 @@ from medvqa_build.records import DrawnShape, Item, MaskRef, Region
 from medvqa_build.render import COLORS, RENDERERS, Mark, RenderResult, Style, render
 from medvqa_build.render.base import channel_colors
 from medvqa_build.render_stage import RenderJob, _load, _read_file, _write_atomic, render_one
-from medvqa_build.validate import alignment
 from medvqa_build.validate.alignment import check_alignment
 
 from .test_fast_paths import _faults, _random_masks, _ref_check, _rle_region
@@ -53,9 +52,10 @@ def _decoded_matches(result: RenderResult) -> None:
     for shape, known in zip(result.shapes, result.decoded, strict=False):
         if known is None:
             continue
-        if shape.kind == "contour":
-            assert known.dtype == np.float64
-            assert np.array_equal(known, np.asarray(shape.polygon, np.float64))
+        if shape.kind == "contour":  # as traced (int32, cv2's layout) or crack vertices
+            assert known.dtype in (np.int32, np.float64)
+            pts = known.reshape(-1, 2).astype(np.float64)
+            assert np.array_equal(pts, np.asarray(shape.polygon, np.float64))
         else:
             box, crop = rle_decode_box(shape.mask.size_hw, shape.mask.counts)
             assert tuple(known[0]) == box and np.array_equal(known[1], crop)
@@ -131,19 +131,6 @@ def test_check_in_bgr_with_decoded_geometry_gives_the_same_verdicts(kind):
             seen += 1
             problems += bool(want)
     assert seen > 100 and problems > 30
-
-
-def test_line_cover_is_the_set_of_line_pixels():
-    rng = np.random.default_rng(8)
-    for k in range(600):
-        n = int(rng.integers(1, 12))
-        if k % 2:  # unit steps, as a mask outline's rounded vertices
-            pts = np.cumsum(rng.integers(-1, 2, (n, 2)), axis=0) + 20
-        else:
-            pts = rng.integers(0, 40, (n, 2))
-        want = set(zip(*alignment._line_pixels(pts), strict=True))
-        got = set(zip(*alignment._line_cover(pts), strict=True))
-        assert {(int(r), int(c)) for r, c in got} == {(int(r), int(c)) for r, c in want}
 
 
 def test_points_off_pixel_centres_are_checked_as_before():

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import pytest
 from scipy import ndimage
-from skimage import draw, measure
+from skimage import measure
 
 from medvqa_build.geometry import (
     box_problem,
@@ -213,12 +213,12 @@ def test_point_centroid_equals_the_reference_also_off_a_crescent():
 
 
 def _ref_line(points, h, w):
+    """The closed centre line as cv2 rasterises a one-pixel polyline (8-connected), drawn on
+    the whole image."""
     pts = np.clip(np.round(np.asarray(points, float)).astype(int), 0, [w - 1, h - 1])
-    line = np.zeros((h, w), bool)
-    for (xa, ya), (xb, yb) in zip(pts, np.roll(pts, -1, axis=0), strict=True):
-        rr, cc = draw.line(ya, xa, yb, xb)
-        line[rr, cc] = True
-    return line
+    line = np.zeros((h, w), np.uint8)
+    cv2.polylines(line, [pts.astype(np.int32).reshape(-1, 1, 2)], True, 1, 1, cv2.LINE_8)
+    return line.astype(bool)
 
 
 def _ref_check(clean, rendered, shapes: Sequence[DrawnShape], item_id):
@@ -370,16 +370,3 @@ def test_disc_dilation_equals_a_distance_threshold():
         pixels[0, 0] = 1
         want = ndimage.distance_transform_edt(pixels == 0) <= radius
         assert np.array_equal(alignment._within(pixels, radius) != 0, want)
-
-
-def test_line_pixels_equal_skimage_lines():
-    rng = np.random.default_rng(6)
-    for _ in range(500):
-        pts = rng.integers(0, 30, (int(rng.integers(1, 7)), 2))
-        rows, cols = alignment._line_pixels(pts)
-        want_r, want_c = [], []
-        for (xa, ya), (xb, yb) in zip(pts, np.roll(pts, -1, axis=0), strict=True):
-            rr, cc = draw.line(ya, xa, yb, xb)
-            want_r += rr.tolist()
-            want_c += cc.tolist()
-        assert rows.tolist() == want_r and cols.tolist() == want_c
