@@ -70,13 +70,14 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
     """
     spec = job.spec
     planned = [s for s in item.prompt_geometry if s.image_index == 0]
-    plain = all(is_plain_image(ref) for ref in item.images)
-    if item.prompt_level == "image" and spec.max_side is None and plain:
+    first_plain = is_plain_image(item.images[0])
+    nothing_to_do = item.prompt_level == "image" and spec.max_side is None and first_plain
+    if nothing_to_do and all(is_plain_image(ref) for ref in item.images[1:]):
         return Rendered(item, None)
     root = job.roots.get(item.source)
     try:
         clean, channels = _load_pixels(item.images[0], job)
-        extra = _materialise_others(item, job)
+        extra = _materialise_others(item, job) if len(item.images) > 1 else ()
         # multi-image items keep their size: their geometry spans several images
         rs = fit_max_side(
             clean.shape[0], clean.shape[1], spec.max_side if len(item.images) == 1 else None
@@ -124,11 +125,7 @@ def render_one(item: Item, job: RenderJob) -> Rendered:
         h, w = result.image.shape[:2]
         box_text = coord_text(result.shapes[0].bbox, item.coord_format or "abs", w, h)
         changes["question"] = item.question.replace("{box}", box_text)
-    if (
-        item.prompt_level in ("image", "coord")
-        and rs.is_identity
-        and is_plain_image(item.images[0])
-    ):
+    if item.prompt_level in ("image", "coord") and rs.is_identity and first_plain:
         # nothing drawn on a plain JPEG/PNG: the model sees the source file itself
         return Rendered(item.replace(images=item.images[:1] + extra, **changes), None, problems)
     rel = f"images/{item.item_id}_0{'.jpg' if spec.format == 'jpeg' else '.png'}"
