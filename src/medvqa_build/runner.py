@@ -5,6 +5,7 @@ marker, so an interrupted run leaves nothing half-written and a rerun reuses fin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -14,6 +15,7 @@ import socket
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,8 @@ from .schema import _umask, atomic_path
 log = logging.getLogger(__name__)
 
 MARKER = "_SUCCESS.json"
-# Bump when a stage's output format or logic changes, so old cached outputs are not reused.
+# Bump when a stage's output format changes. Logic changes are caught by code_fingerprint (a
+# hash of the library's own files), which every stage fingerprint includes.
 STAGE_VERSIONS = {
     "materialize": 1,
     "convert": 2,
@@ -63,7 +66,29 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def stage_fingerprint(name: str, inputs: Any) -> str:
-    return fingerprint(name, STAGE_VERSIONS[name], __version__, inputs)
+    return fingerprint(name, STAGE_VERSIONS[name], __version__, code_fingerprint(), inputs)
+
+
+# the library's files whose content can change what a stage writes
+_CODE_SUFFIXES = (".py", ".yaml", ".yml", ".json", ".html", ".txt", ".md")
+
+
+@lru_cache(maxsize=4)
+def code_fingerprint(package_dir: str | None = None) -> str:
+    """A hash of the library's own files (code, manifests, templates), once per process.
+
+    Stage outputs are reused only when it matches: a build folder made by another version of
+    the code (an upgrade, a local edit, a checkout of another commit) is rebuilt, not read back
+    with outputs the current code would no longer write. The version number alone does not
+    change with every edit of an installed checkout."""
+    root = Path(package_dir) if package_dir else Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.suffix in _CODE_SUFFIXES and path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode())
+            digest.update(b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def stage_done(build_dir: Path, name: str, key: str, inputs: Any) -> bool:
