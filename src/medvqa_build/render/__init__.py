@@ -7,7 +7,7 @@ from . import coord as _coord  # noqa: F401  (registers "coord", "image", "none"
 from . import mask as _mask  # noqa: F401  (registers "mask")
 from . import multi as _multi  # noqa: F401  (registers "multi", "multi_contour")
 from . import point as _point  # noqa: F401  (registers "point")
-from .base import COLORS, RENDERERS, Mark, RenderResult, Style, render
+from .base import COLORS, RENDERERS, Mark, RenderResult, Stroke, Style, render, render_in_place
 from .coord import COORD_HINTS, coord_text
 from .distractors import sample_distractor_boxes
 from .masks import load_region_mask, region_box
@@ -23,11 +23,13 @@ __all__ = [
     "Mark",
     "RenderResult",
     "Resize",
+    "Stroke",
     "Style",
     "coord_text",
     "fit_max_side",
     "load_region_mask",
     "region_box",
     "render",
+    "render_in_place",
     "sample_distractor_boxes",
 ]

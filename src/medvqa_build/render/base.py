@@ -89,8 +89,9 @@ Rect = tuple[int, int, int, int]  # x0, y0, x1, y1 (x1/y1 exclusive) in image pi
 class Stroke:
     """One mark, planned before anything is painted: the shapes it records, what was decoded
     for them (see :attr:`RenderResult.decoded`), the pixels it may touch (``reach``, inside
-    the image; None: it paints nothing) and ``paint(view, ox, oy)``, which draws it on
-    ``view``, the image's pixels from ``(ox, oy)`` on, a window that holds the reach.
+    the image; None: the whole image) and ``paint(view, ox, oy)`` (None: it paints nothing),
+    which draws it on ``view``, the image's pixels from ``(ox, oy)`` on, a window that holds
+    the reach.
 
     Knowing the reach first lets the render stage draw on a view of the decoded image cut to
     it: no copy of the whole image is made, and no pixel outside the window can change, so the
@@ -207,7 +208,8 @@ def render_in_place(
     bounds every write). A renderer without ``plan`` draws on the whole image (the window).
     The same pixels, shapes and errors as :func:`render`."""
     renderer, style = _checked(kind, image, marks, style, channels)
-    root = Path(root) if root is not None and not isinstance(root, Path) else root or None
+    if root is not None and not isinstance(root, Path):
+        root = Path(root) if root else None
     plan = getattr(renderer, "plan", None)
     if plan is None or (channels != "rgb" and not getattr(renderer, "channels_aware", False)):
         before = image.copy()
@@ -216,7 +218,8 @@ def render_in_place(
         return InPlace(RenderResult(image, result.shapes, result.decoded), before, (0, 0))
     h, w = image.shape[:2]
     strokes = plan(list(marks), style, h, w, root, channels)
-    reaches = [s.reach for s in strokes if s.reach is not None and s.paint is not None]
+    # a stroke that paints without saying where may paint anywhere: the whole image
+    reaches = [s.reach or (0, 0, w, h) for s in strokes if s.paint is not None]
     if not reaches:
         return InPlace(_result(image, strokes), image[:0, :0], (0, 0))
     x0s, y0s, x1s, y1s = zip(*reaches, strict=True)

@@ -129,3 +129,26 @@ def test_a_renderer_without_a_plan_draws_on_the_whole_image(monkeypatch):
     assert (image[0, 0] == COLORS["red"]).all() and (image[-1, -1] == COLORS["red"]).all()
     problems = check_alignment(done.before, image, done.result.shapes, "p", origin=done.origin)
     assert problems and "2 changed pixels" in problems[0]
+
+
+def test_a_stroke_that_paints_without_a_reach_gets_the_whole_image(monkeypatch):
+    from medvqa_build.render.base import Stroke
+
+    class Vague:
+        name = "vague"
+
+        def plan(self, marks, style, h, w, root=None, channels="rgb"):
+            def paint(view, ox, oy):
+                view[h - 1 - oy, w - 1 - ox] = COLORS["red"]
+
+            return [Stroke((), (), None, paint)]
+
+        def draw(self, image, marks, style, root=None):
+            raise AssertionError("render_in_place uses the plan")
+
+    monkeypatch.setitem(RENDERERS._entries, "vague", Vague())
+    clean = np.zeros((9, 11, 3), np.uint8)
+    image = clean.copy()
+    done = render_in_place("vague", image, [])
+    assert done.origin == (0, 0) and done.before.shape == clean.shape
+    assert (image[8, 10] == COLORS["red"]).all()
