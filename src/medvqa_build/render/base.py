@@ -183,6 +183,13 @@ def render(
     return _at_index(result, image_index)
 
 
+# The window is grown by the alignment check's slack around a stroke (one pixel, and one
+# more for a contour of thickness 1), so the crops the check clears fall inside it and it
+# maps the window alone; a smaller window is still checked correctly, at the cost of a map
+# of the crops' union.
+_CHECK_MARGIN = 2
+
+
 @dataclass(frozen=True)
 class InPlace:
     """What :func:`render_in_place` did: the result (its image is the image drawn on), the
@@ -223,8 +230,9 @@ def render_in_place(
     if not reaches:
         return InPlace(_result(image, strokes), image[:0, :0], (0, 0))
     x0s, y0s, x1s, y1s = zip(*reaches, strict=True)
-    x0, y0 = max(0, min(x0s)), max(0, min(y0s))
-    x1, y1 = min(w, max(x1s)), min(h, max(y1s))
+    m = _CHECK_MARGIN
+    x0, y0 = max(0, min(x0s) - m), max(0, min(y0s) - m)
+    x1, y1 = min(w, max(x1s) + m), min(h, max(y1s) + m)
     view = image[y0:y1, x0:x1]
     before = view.copy()
     for stroke in strokes:

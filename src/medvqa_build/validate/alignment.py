@@ -426,6 +426,7 @@ def _window_changes(
         differs = _changed(clean, seen)
     if union == window:
         return differs, (x0, y0)
+    # a crop reaches past the window: map their union (pixels outside the window are equal)
     changed = np.zeros((y1 - y0, x1 - x0, *differs.shape[2:]), np.uint8)
     changed[oy - y0 : oy - y0 + ch, ox - x0 : ox - x0 + cw] = differs
     return changed, (x0, y0)
