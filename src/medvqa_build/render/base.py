@@ -119,6 +119,37 @@ class Renderer(Protocol):
     ) -> RenderResult: ...
 
 
+class PlannedRenderer:
+    """Base of the built-in renderers: ``plan`` gives the strokes (by default one per mark,
+    from ``plan_mark``), ``draw`` paints them on the whole image. Channel-order aware."""
+
+    name: str
+    channels_aware = True
+    plan_mark: Callable[..., Stroke]
+
+    def plan(
+        self,
+        marks: list[Mark],
+        style: Style,
+        h: int,
+        w: int,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> list[Stroke]:
+        return [self.plan_mark(mark, style, h, w, root, channels) for mark in marks]
+
+    def draw(
+        self,
+        image: np.ndarray,
+        marks: list[Mark],
+        style: Style,
+        root: Path | None = None,
+        channels: str = "rgb",
+    ) -> RenderResult:
+        h, w = image.shape[:2]
+        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
+
+
 def paint_plan(image: np.ndarray, strokes: Sequence[Stroke]) -> RenderResult:
     """Paint planned strokes on the whole ``image`` in place (a plan's ``draw``)."""
     for stroke in strokes:

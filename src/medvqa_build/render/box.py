@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..records import DrawnShape
-from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
+from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style, channel_colors
 from .masks import region_box
 
 
@@ -22,13 +22,6 @@ def draw_box_outline(image: np.ndarray, box_px: tuple[int, int, int, int], rgb, 
     image[max(y2 - t, y1) : y2, x1:x2] = rgb
     image[y1:y2, x1 : min(x1 + t, x2)] = rgb
     image[y1:y2, max(x2 - t, x1) : x2] = rgb
-
-
-def draw_box_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
-) -> DrawnShape:
-    h, w = image.shape[:2]
-    return paint_plan(image, [plan_box_mark(mark, style, h, w, root, channels)]).shapes[0]
 
 
 def plan_box_mark(
@@ -56,31 +49,9 @@ def plan_box_mark(
     return Stroke((shape,), (), (x1, y1, x2, y2), paint)
 
 
-class BoxRenderer:
+class BoxRenderer(PlannedRenderer):
     name = "box"
-    channels_aware = True
-
-    def plan(
-        self,
-        marks: list[Mark],
-        style: Style,
-        h: int,
-        w: int,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> list[Stroke]:
-        return [plan_box_mark(mark, style, h, w, root, channels) for mark in marks]
-
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
-        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
+    plan_mark = staticmethod(plan_box_mark)
 
 
 RENDERERS.add("box", BoxRenderer())

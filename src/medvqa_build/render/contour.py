@@ -17,18 +17,11 @@ import numpy as np
 
 from ..geometry import crop_contours
 from ..records import DrawnShape, Polygon
-from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
+from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style, channel_colors
 from .masks import load_region_crop
 
 _SHIFT = 2  # fractional bits: cv2 draws the half-pixel contour vertices without rounding bias
 _ALL_LEVELS = 2**31 - 1  # drawContours' maxLevel: every contour given
-
-
-def draw_contour_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
-) -> list[DrawnShape]:
-    h, w = image.shape[:2]
-    return list(paint_plan(image, [plan_contour_mark(mark, style, h, w, root, channels)]).shapes)
 
 
 def plan_contour_mark(
@@ -126,31 +119,9 @@ def _crack_stroke(
     return Stroke(tuple(shapes), tuple(polygons), _reach(rects, t + 1, h, w), paint)
 
 
-class ContourRenderer:
+class ContourRenderer(PlannedRenderer):
     name = "contour"
-    channels_aware = True
-
-    def plan(
-        self,
-        marks: list[Mark],
-        style: Style,
-        h: int,
-        w: int,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> list[Stroke]:
-        return [plan_contour_mark(mark, style, h, w, root, channels) for mark in marks]
-
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
-        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
+    plan_mark = staticmethod(plan_contour_mark)
 
 
 RENDERERS.add("contour", ContourRenderer())

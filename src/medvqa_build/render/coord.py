@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from ..geometry import format_box
 from ..records import DrawnShape
-from .base import RENDERERS, Mark, RenderResult, Stroke, Style, paint_plan
+from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style
 from .masks import region_box
 
 # The sentence EndoBench appends after an absolute box (reference/endobench.md 1.4).
@@ -32,9 +30,8 @@ def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: i
     return format_box(box_xyxy, convention, width, height)
 
 
-class CoordRenderer:
+class CoordRenderer(PlannedRenderer):
     name = "coord"
-    channels_aware = True
 
     def plan(
         self,
@@ -58,21 +55,9 @@ class CoordRenderer:
         )
         return [Stroke(shapes)]
 
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
-        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
-
-class NoPromptRenderer:
+class NoPromptRenderer(PlannedRenderer):
     name = "image"
-    channels_aware = True
 
     def plan(
         self,
@@ -84,16 +69,6 @@ class NoPromptRenderer:
         channels: str = "rgb",
     ) -> list[Stroke]:
         return []
-
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        return RenderResult(image, ())
 
 
 RENDERERS.add("coord", CoordRenderer())

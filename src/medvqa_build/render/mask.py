@@ -10,15 +10,8 @@ import numpy as np
 
 from ..geometry import rle_encode
 from ..records import DrawnShape, MaskRef
-from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
+from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style, channel_colors
 from .masks import load_region_crop
-
-
-def draw_mask_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
-) -> DrawnShape:
-    h, w = image.shape[:2]
-    return paint_plan(image, [plan_mask_mark(mark, style, h, w, root, channels)]).shapes[0]
 
 
 def plan_mask_mark(
@@ -71,31 +64,9 @@ def _canonical(counts) -> bool:
     return len(counts) > 0 and (len(counts) == 1 or min(counts[1:]) > 0)
 
 
-class MaskRenderer:
+class MaskRenderer(PlannedRenderer):
     name = "mask"
-    channels_aware = True
-
-    def plan(
-        self,
-        marks: list[Mark],
-        style: Style,
-        h: int,
-        w: int,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> list[Stroke]:
-        return [plan_mask_mark(mark, style, h, w, root, channels) for mark in marks]
-
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
-        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
+    plan_mark = staticmethod(plan_mask_mark)
 
 
 RENDERERS.add("mask", MaskRenderer())

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from .base import RENDERERS, Mark, RenderResult, Stroke, Style, paint_plan
+from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style
 from .box import plan_box_mark
 from .contour import plan_contour_mark
 
 MIN_MARKS, MAX_MARKS = 2, 4
 
 
-class MultiRenderer:
+class MultiRenderer(PlannedRenderer):
     def __init__(self, name: str, default_shape: str):
         self.name, self.default_shape = name, default_shape
-
-    channels_aware = True
 
     def plan(
         self,
@@ -47,17 +43,6 @@ class MultiRenderer:
             else:
                 raise ValueError(f"{self.name} draws 'box' or 'contour' marks, got {shape!r}")
         return strokes
-
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
-        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
 
 
 RENDERERS.add("multi", MultiRenderer("multi", "box"))

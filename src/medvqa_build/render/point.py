@@ -13,7 +13,7 @@ import numpy as np
 
 from ..geometry import box_problem
 from ..records import DrawnShape, PointXY
-from .base import RENDERERS, Mark, RenderResult, Stroke, Style, channel_colors, paint_plan
+from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style, channel_colors
 from .masks import _check_rle_size, load_region_crop
 
 
@@ -91,13 +91,6 @@ def _rle_centroid(region, height: int, width: int) -> PointXY | None:
     return x, y
 
 
-def draw_point_mark(
-    image: np.ndarray, mark: Mark, style: Style, root: Path | None = None, channels: str = "rgb"
-) -> DrawnShape:
-    h, w = image.shape[:2]
-    return paint_plan(image, [plan_point_mark(mark, style, h, w, root, channels)]).shapes[0]
-
-
 def plan_point_mark(
     mark: Mark, style: Style, h: int, w: int, root: Path | None = None, channels: str = "rgb"
 ) -> Stroke:
@@ -124,31 +117,9 @@ def plan_point_mark(
     return Stroke((shape,), (), reach, paint)
 
 
-class PointRenderer:
+class PointRenderer(PlannedRenderer):
     name = "point"
-    channels_aware = True
-
-    def plan(
-        self,
-        marks: list[Mark],
-        style: Style,
-        h: int,
-        w: int,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> list[Stroke]:
-        return [plan_point_mark(mark, style, h, w, root, channels) for mark in marks]
-
-    def draw(
-        self,
-        image: np.ndarray,
-        marks: list[Mark],
-        style: Style,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> RenderResult:
-        h, w = image.shape[:2]
-        return paint_plan(image, self.plan(marks, style, h, w, root, channels))
+    plan_mark = staticmethod(plan_point_mark)
 
 
 RENDERERS.add("point", PointRenderer())

@@ -27,7 +27,8 @@ from medvqa_build.geometry import (
 )
 from medvqa_build.records import DrawnShape, MaskRef, Region
 from medvqa_build.render import COLORS, Mark, Style, render
-from medvqa_build.render.mask import draw_mask_mark
+from medvqa_build.render.base import paint_plan
+from medvqa_build.render.mask import plan_mask_mark
 from medvqa_build.render.masks import load_region_crop, load_region_mask
 from medvqa_build.render.point import mark_point
 from medvqa_build.validate import alignment
@@ -191,7 +192,9 @@ def test_mask_fill_and_record_equal_the_reference(alpha):
         for runs in (counts, (counts[0], 0, 0, *counts[1:])):
             color = str(rng.choice(list(COLORS)))
             out = image.copy()
-            shape = draw_mask_mark(out, Mark(_rle_region(mask, runs), color), Style(alpha=alpha))
+            mark = Mark(_rle_region(mask, runs), color)
+            h, w = out.shape[:2]
+            (shape,) = paint_plan(out, [plan_mask_mark(mark, Style(alpha=alpha), h, w)]).shapes
             assert np.array_equal(out, _ref_blend(image, mask, color, alpha))
             assert shape.bbox == _ref_xyxy(mask)
             assert (tuple(shape.mask.size_hw), tuple(shape.mask.counts)) == (size_hw, counts)
