@@ -279,13 +279,17 @@ def rle_decode_box(
     mask cropped to it (C-ordered bool), without building the whole mask; ``(None, empty)``
     for an empty mask. Raises ValueError as :func:`rle_decode` does."""
     h, w = int(size_hw[0]), int(size_hw[1])
-    if isinstance(counts, (array, list, tuple)) and len(counts) <= _FEW_RUNS:
+    if isinstance(counts, array) and counts.itemsize == 4 and counts.typecode in "il":
+        runs = np.frombuffer(counts, np.int32)  # packed runs (records.RLECounts): no copy
+    elif isinstance(counts, (array, list, tuple)) and len(counts) <= _FEW_RUNS:
         try:
             return _decode_box_few(h, w, array("q", counts))
         except TypeError:  # not all ints: numpy converts them, or says why not
-            pass
-    runs = np.asarray(counts, dtype=np.int64).reshape(-1)
-    total = int(runs.sum())
+            runs = np.asarray(counts, dtype=np.int64).reshape(-1)
+    else:
+        runs = np.asarray(counts, dtype=np.int64).reshape(-1)
+    ends = np.cumsum(runs, dtype=np.int64)  # each run's end (exclusive) in column-major order
+    total = int(ends[-1]) if ends.size else 0
     if total != h * w:
         raise ValueError(f"RLE counts sum to {total}, expected {h * w} for size {h}x{w}")
     if runs.size and runs.min() < 0:
@@ -293,16 +297,22 @@ def rle_decode_box(
     ones = np.flatnonzero(runs[1::2])  # the non-empty runs of ones, as k of runs[2k + 1]
     if ones.size == 0:
         return None, np.zeros((0, 0), bool)
-    ends = np.cumsum(runs)  # each run's end (exclusive) in column-major order
     i0, i1 = 2 * int(ones[0]), 2 * int(ones[-1]) + 1  # zero run before the first, last ones run
-    c0 = int(ends[i0]) // h
-    c1 = (int(ends[i1]) - 1) // h + 1
+    start, end = int(ends[i0]), int(ends[i1])
+    c0, c1 = start // h, (end - 1) // h + 1
     # expand only columns c0..c1-1: runs i0..i1, the outer zero runs cut at those columns
     sub = np.empty(i1 - i0 + 2, np.int64)
-    sub[0] = ends[i0] - c0 * h
+    sub[0] = start - c0 * h
     sub[1:-1] = runs[i0 + 1 : i1 + 1]
-    sub[-1] = c1 * h - ends[i1]
-    values = _ALTERNATING[: sub.size] if sub.size <= _ALTERNATING.size else _alternating(sub.size)
+    sub[-1] = c1 * h - end
+    return _crop_columns(sub, h, c0, c1)
+
+
+def _crop_columns(sub, h: int, c0: int, c1: int) -> tuple[tuple[int, int, int, int], np.ndarray]:
+    """Expand the runs ``sub`` (columns ``c0..c1-1``, each ``h`` tall, starting with zeros)
+    and cut the block to its selected rows: the box and the C-ordered bool crop."""
+    n = len(sub)
+    values = _ALTERNATING[:n] if n <= _ALTERNATING.size else _alternating(n)
     columns = np.repeat(values, sub).reshape(c1 - c0, h)
     r0, _, rows, _ = cv2.boundingRect(columns)  # the selected rows: x of the column-major block
     crop = cv2.transpose(columns[:, r0 : r0 + rows]).view(bool)
@@ -334,11 +344,7 @@ def _decode_box_few(h: int, w: int, runs: array) -> tuple[tuple[int, int, int, i
     sub = array("q", (start - c0 * h,))
     sub += runs[first : last + 1]
     sub.append(c1 * h - end)
-    values = _ALTERNATING[: len(sub)] if len(sub) <= _ALTERNATING.size else _alternating(len(sub))
-    columns = np.repeat(values, np.frombuffer(sub, np.int64)).reshape(c1 - c0, h)
-    r0, _, rows, _ = cv2.boundingRect(columns)  # the selected rows: x of the column-major block
-    crop = cv2.transpose(columns[:, r0 : r0 + rows]).view(bool)
-    return (c0, r0, c1, r0 + rows), crop
+    return _crop_columns(np.frombuffer(sub, np.int64), h, c0, c1)
 
 
 def _alternating(n: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from medvqa_build.geometry import (
     rle_decode_box,
     rle_encode,
 )
-from medvqa_build.records import DrawnShape, MaskRef, Region
+from medvqa_build.records import DrawnShape, MaskRef, Region, RLECounts
 from medvqa_build.render import COLORS, Mark, Style, render
 from medvqa_build.render.base import paint_plan
 from medvqa_build.render.mask import plan_mask_mark
@@ -112,6 +112,11 @@ def test_rle_and_box_equal_the_reference():
         assert decoded.dtype == bool and decoded.flags.c_contiguous
         assert np.array_equal(decoded, _ref_rle_decode(size_hw, counts))
         box, crop = rle_decode_box(size_hw, counts)
+        # the runs as records hold them (packed int32, read without a copy), as a numpy array
+        # and past the short-list path: one answer
+        for runs in (RLECounts(counts), np.asarray(counts), list(counts) + [0] * 4096):
+            other_box, other_crop = rle_decode_box(size_hw, runs)
+            assert other_box == box and np.array_equal(other_crop, crop)
         if mask.any():
             assert tuple(map(float, box)) == _ref_xyxy(mask)
             x0, y0, x1, y1 = box
@@ -125,10 +130,12 @@ def test_rle_and_box_equal_the_reference():
     # runs as other tools write them: empty runs inside, an all-zero or all-one mask
     for size_hw, counts in [((2, 3), (0, 0, 2, 3, 1)), ((2, 3), (6,)), ((2, 3), (0, 6))]:
         assert np.array_equal(rle_decode(size_hw, counts), _ref_rle_decode(size_hw, counts))
-    with pytest.raises(ValueError, match="sum to 3"):
-        rle_decode((2, 3), (1, 2))
-    with pytest.raises(ValueError):
-        rle_decode((2, 3), (7, -1))
+    for runs in ((1, 2), RLECounts((1, 2)), np.array((1, 2))):
+        with pytest.raises(ValueError, match="sum to 3"):
+            rle_decode((2, 3), runs)
+    for runs in ((7, -1), RLECounts((7, -1)), RLECounts((2, 5, -1))):
+        with pytest.raises(ValueError):
+            rle_decode((2, 3), runs)
 
 
 # --- renderers ------------------------------------------------------------------------------
