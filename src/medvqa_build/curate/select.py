@@ -40,12 +40,23 @@ def water_fill(available: dict[str, int], total: int | None, cap: int | None) ->
     return quota
 
 
-def kcenter_greedy(vectors: np.ndarray, k: int) -> list[int]:
-    """Indices of ``k`` rows picked by k-center greedy (cosine distance), first = nearest mean."""
+_NORM_ROWS = 1024
+
+
+def kcenter_greedy(vectors: np.ndarray, k: int, *, overwrite: bool = False) -> list[int]:
+    """Indices of ``k`` rows picked by k-center greedy (cosine distance), first = nearest mean.
+    ``overwrite``: normalise ``vectors`` (float) in place instead of in a copy, so a label's
+    vectors are held once, not twice."""
     n = len(vectors)
     if k >= n:
         return list(range(n))
-    v = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    # by blocks of rows: norm squares its input into a temporary of the input's size
+    norms = np.concatenate(
+        [np.linalg.norm(vectors[i : i + _NORM_ROWS], axis=1) for i in range(0, n, _NORM_ROWS)]
+    )
+    norms = np.maximum(norms, 1e-12)[:, None]
+    in_place = overwrite and vectors.flags.writeable and vectors.dtype.kind == "f"
+    v = np.divide(vectors, norms, out=vectors) if in_place else vectors / norms
     mean = v.mean(axis=0)
     first = int(np.argmax(v @ mean))
     picked = [first]
@@ -92,8 +103,8 @@ def select_rows(
         group = sorted(by_label[label], key=lambda i: ids[i])
         k = quotas[label]
         if embeddings and all(ids[i] in embeddings for i in group):
-            vectors = np.stack([np.asarray(embeddings[ids[i]], np.float32) for i in group])
-            picked, method = kcenter_greedy(vectors, k), "kcenter"
+            vectors = _label_vectors(embeddings, ids, group)
+            picked, method = kcenter_greedy(vectors, k, overwrite=True), "kcenter"
             del vectors
         else:
             # frames and slices are not embedded: a seeded random subset stands in
@@ -102,3 +113,14 @@ def select_rows(
         chosen.update(group[i] for i in picked)
         per_label[label] = {"available": len(group), "selected": len(picked), "method": method}
     return chosen, {"per_label": per_label, "selected": len(chosen)}
+
+
+def _label_vectors(embeddings, ids, group: list[int]) -> np.ndarray:
+    """The group's vectors as one float32 matrix, filled row by row: never a list of row
+    arrays beside the matrix (that list alone is the matrix's size again)."""
+    first = np.asarray(embeddings[ids[group[0]]])
+    out = np.empty((len(group), *first.shape), np.float32)
+    out[0] = first
+    for row, i in enumerate(group[1:], 1):
+        out[row] = embeddings[ids[i]]
+    return out

@@ -299,3 +299,51 @@ def test_phash_file_reads_any_image(tmp_path):
     path = tmp_path / "x.jpg"
     cv2.imwrite(str(path), _blobs(np.random.default_rng(0)))
     assert isinstance(phash_file(path), int)
+
+
+def test_kcenter_in_place_picks_the_same_and_leaves_the_caller_alone():
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(400, 16)).astype(np.float32)
+    kept = vectors.copy()
+    picked = kcenter_greedy(vectors, 25)
+    assert np.array_equal(vectors, kept)  # the default works on a copy
+    assert kcenter_greedy(vectors, 25, overwrite=True) == picked
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-6)  # normalised in place
+    ints = np.arange(40, dtype=np.int64).reshape(20, 2) + 1
+    assert kcenter_greedy(ints, 3, overwrite=True) == kcenter_greedy(ints.copy(), 3)
+
+
+def test_selection_holds_one_copy_of_a_labels_vectors(tmp_path):
+    """Selection peaks at about one float32 matrix of the label (rows read into it one by
+    one, normalised in place), not a list of row arrays plus the matrix plus a copy."""
+    import tracemalloc
+
+    from medvqa_build.curate.facts import SampleFacts
+    from medvqa_build.curate.select import select_rows
+    from medvqa_build.curate.spec import SelectSpec
+    from medvqa_build.embed_stage import EmbeddingLookup
+
+    n, dim = 6000, 128
+    samples = [
+        Sample(f"s:{i:05d}", "s", f"{i}.png", 8, 8, "endoscopy", labels=("polyp",))
+        for i in range(n)
+    ]
+    rng = np.random.default_rng(0)
+    matrix = rng.normal(size=(n, dim)).astype(np.float32)
+    np.save(tmp_path / "embeddings.npy", matrix)  # as the embed stage leaves them
+    stored = np.load(tmp_path / "embeddings.npy", mmap_mode="r")
+    embeddings = EmbeddingLookup([s.sample_id for s in samples], stored)
+    facts = SampleFacts.collect(samples, None, {})
+    tracemalloc.start()
+    try:
+        chosen, report = select_rows(facts, range(n), SelectSpec(total=50), embeddings, 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(chosen) == 50 and report["per_label"]["polyp"]["method"] == "kcenter"
+    assert peak < 1.4 * matrix.nbytes, (
+        f"peak {peak / 2**20:.1f} MiB for a {matrix.nbytes / 2**20:.1f} MiB label"
+    )
+    # the same picks as k-center over the stacked rows
+    order = sorted(range(n), key=lambda i: samples[i].sample_id)
+    assert chosen == set(kcenter_greedy(matrix[order], 50))
