@@ -334,3 +334,73 @@ def test_a_recipe_with_a_curate_section_builds(tmp_path, request):
     assert set(splits) == {"test", "train"} and splits.count("test") > splits.count("train")
     assert validate_build(out) == []  # the split-leak rule included
     assert not list((out / "stages" / "generate").glob("*/items.unsplit.parquet"))
+
+
+def _page_data(page):
+    import re
+
+    html = page.read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/json" id="data">(.*?)</script>', html, re.S)
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def test_build_id_streams_to_the_hash_of_the_whole_sorted_list(build):
+    """The id is the sha256 of json.dumps of the rows sorted by id, computed from a table read
+    a batch at a time (not a list of every row): decisions files stay valid across versions."""
+    import hashlib
+
+    from medvqa_build.pipeline import open_build
+
+    table = open_build(build)[0]
+    items = list(table)
+    rows = sorted((i.to_row() for i in items), key=lambda r: r["item_id"])
+    payload = json.dumps(rows, sort_keys=True, default=str, ensure_ascii=False)
+    want = hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    assert build_id(table) == build_id(items[::-1]) == want
+    assert build_id(items[1:]) != want
+
+
+def test_preview_sample_covers_every_stratum_and_its_decisions_apply(build, tmp_path):
+    view = open_build_view(build)
+    strata = {(i.task, i.prompt_level) for i in view.items}
+    page = tmp_path / "page" / "index.html"
+    assert main(["preview", str(build), "-o", str(page), "--sample", str(len(strata) + 1)]) == 0
+    data = _page_data(page)
+    shown = data["items"]
+    assert len(shown) == len(strata) + 1
+    assert {(i["task"], i["prompt_level"]) for i in shown} == strata  # one of each first
+    assert data["sampled"] == {"of": len(view.items), "seed": 0, "shown": len(shown)}
+    assert data["build"] == build_id(view.items)  # decisions name the whole build
+    # each shown item as the full page shows it; the images it names were copied
+    full = tmp_path / "full" / "index.html"
+    assert main(["preview", str(build), "-o", str(full)]) == 0
+    everything = {i["item_id"]: i for i in _page_data(full)["items"]}
+    assert "sampled" not in _page_data(full) and len(everything) == len(view.items)
+    for item in shown:
+        assert item == everything[item["item_id"]]
+        assert all((page.parent / p).is_file() for p in item["images"] if p)
+    # the same seed draws the same items, another seed others
+    again = tmp_path / "again" / "index.html"
+    main(["preview", str(build), "-o", str(again), "--sample", str(len(strata) + 1)])
+    assert [i["item_id"] for i in _page_data(again)["items"]] == [i["item_id"] for i in shown]
+    other = tmp_path / "other" / "index.html"
+    main(["preview", str(build), "-o", str(other), "--sample", "20", "--seed", "7"])
+    assert {i["item_id"] for i in _page_data(other)["items"]} != {
+        i["item_id"] for i in _page_data(page)["items"]
+    } or len(view.items) <= 20
+    # a decision made on the sample applies to the whole build; the rest stay undecided
+    doc = {
+        "format": "medvqa-review-decisions",
+        "version": 1,
+        "build": data["build"],
+        "decisions": [{"item_id": shown[0]["item_id"], "decision": "reject", "comment": "x"}],
+    }
+    path = tmp_path / "decisions.json"
+    path.write_text(json.dumps(doc))
+    entry = apply_decisions(build, path)
+    assert entry["items_before"] == len(view.items) and entry["items_after"] == len(view.items) - 1
+    assert entry["undecided"] == len(view.items) - 1
+    after = open_build_view(build).items
+    assert shown[0]["item_id"] not in {i.item_id for i in after}
+    assert entry["build_after"] == build_id(after)
+    assert (build / entry["items_file"]).is_file() and not list((build / "review").glob(".*"))

@@ -8,9 +8,21 @@ import argparse
 def _cmd_preview(args) -> int:
     from . import write_preview
 
-    page = write_preview(args.dir, args.output)
+    page = write_preview(args.dir, args.output, sample=args.sample, seed=args.seed)
     print(f"wrote {page}; open it in a browser, mark items, then press 'Export decisions'")
+    if args.sample is None:
+        from ..pipeline import open_build
+
+        n = len(open_build(args.dir)[0])
+        if n > LARGE_PAGE:
+            print(
+                f"note: the page holds all {n} items; browsers slow down past a few thousand. "
+                "Review a stratified sample with --sample N (e.g. --sample 500)"
+            )
     return 0
+
+
+LARGE_PAGE = 5000  # items on one page before the command suggests --sample
 
 
 def _cmd_review_apply(args) -> int:
@@ -35,10 +47,10 @@ def add_review_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "preview",
         help="write a static HTML gallery of a build for clinician review",
-        description="Write an HTML gallery of every item (rendered and clean image, "
-        "question, options, answer) with filters by task, scene, source and "
-        "prompt level; reviewers accept, reject or edit items with a comment "
-        "and export a decisions file for `medvqa-build review apply`.",
+        description="Write an HTML gallery of every item, or of a stratified sample with "
+        "--sample (rendered and clean image, question, options, answer), with filters by "
+        "task, scene, source and prompt level; reviewers accept, reject or edit items with a "
+        "comment and export a decisions file for `medvqa-build review apply`.",
     )
     p.add_argument("dir", metavar="DIR", help="build directory")
     p.add_argument(
@@ -47,6 +59,14 @@ def add_review_commands(sub: argparse._SubParsersAction) -> None:
         help="HTML file to write (default: DIR/preview/index.html); "
         "images go to an images/ folder beside it",
     )
+    p.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="show N items drawn evenly over the (task, prompt level) strata instead of all; "
+        "decisions still apply to the whole build (items not shown stay undecided)",
+    )
+    p.add_argument("--seed", type=int, help="seed of --sample's draw (default: the recipe's seed)")
     p.set_defaults(func=_cmd_preview)
 
     p = sub.add_parser(

@@ -8,9 +8,13 @@ import datetime as _dt
 import hashlib
 import json
 import os
+import tempfile
+from array import array
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import MedvqaError
@@ -25,11 +29,36 @@ class ReviewError(MedvqaError):
     """A decisions file that cannot be applied to this build; nothing was changed."""
 
 
-def build_id(items: list[Item]) -> str:
-    """Content hash of a build's item set: decisions name the exact items they were made on."""
-    rows = sorted((i.to_row() for i in items), key=lambda r: r["item_id"])
-    payload = json.dumps(rows, sort_keys=True, default=str, ensure_ascii=False)
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+def build_id(items: Iterable[Item]) -> str:
+    """Content hash of a build's item set: decisions name the exact items they were made on.
+
+    The sha256 of the JSON list of the items' rows sorted by item id. The items are read once
+    (a list, or an :class:`~medvqa_build.tables.ItemTable` a batch at a time): each row's JSON
+    goes to an unnamed temporary file and only the ids and offsets stay in memory; the rows
+    are then hashed in id order, as the whole list would be."""
+    with tempfile.TemporaryFile() as spill:
+        ids: list[str] = []
+        offsets = array("q", [0])
+        for item in items:
+            spill.write(_row_json(item))
+            ids.append(item.item_id)
+            offsets.append(spill.tell())
+        keys = np.array([i.encode() for i in ids], dtype=bytes) if ids else np.array([], "S1")
+        del ids
+        order = np.argsort(keys, kind="stable")  # UTF-8 byte order is code point order
+        del keys
+        digest = hashlib.sha256(b"[")
+        for n, row in enumerate(order.tolist()):
+            spill.seek(offsets[row])
+            digest.update(b", " if n else b"")
+            digest.update(spill.read(offsets[row + 1] - offsets[row]))
+        digest.update(b"]")
+    return digest.hexdigest()
+
+
+def _row_json(item: Item) -> bytes:
+    """One element of the hashed list, as ``json.dumps`` of the whole list writes it."""
+    return json.dumps(item.to_row(), sort_keys=True, default=str, ensure_ascii=False).encode()
 
 
 class _Strict(BaseModel):
@@ -111,15 +140,32 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
     The new item set goes to ``review/items-<hash>.parquet``, ``build.json`` points to it (so
     ``validate`` and ``export`` see the reviewed build) and ``review/audit.jsonl`` gains one
     line with every rejection and every edit (before and after) and their comments.
+
+    The items are streamed (hashed and the decided ones picked out, then rewritten): only the
+    decided items and the ids' order are held, whatever the build's size.
     """
-    from ..schema import write_items
-    from ..validate.report import open_build_view
+    from ..pipeline import open_build
+    from ..schema import ItemWriter
+    from ..tables import ItemTable, SampleTable
+    from ..validate.report import manifests_of, sample_paths
     from ..validate.rules import run_rules
 
     out = Path(build_dir).resolve()
-    view = open_build_view(out)
+    items, resolve, recipe = open_build(out)
     decisions = read_decisions(decisions_path)
-    current = build_id(view.items)
+    decided = {d.item_id: d for d in decisions.decisions}
+    picked: list[Item] = []  # the decided items, in build order
+    count = 0
+
+    def scanned():
+        nonlocal count
+        for item in items:
+            count += 1
+            if item.item_id in decided:
+                picked.append(item)
+            yield item
+
+    current = build_id(scanned())
     if decisions.build != current:
         raise ReviewError(
             f"decisions were made on build {decisions.build[:12]}, this build is {current[:12]}",
@@ -127,11 +173,11 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
             fix="export decisions from this build's preview "
             "(the build changed, or they were applied already)",
         )
-    by_id = {i.item_id: i for i in view.items}
+    present = {i.item_id for i in picked}
     seen: set[str] = set()
     unknown, repeated, no_edits = [], [], []
     for d in decisions.decisions:
-        if d.item_id not in by_id:
+        if d.item_id not in present:
             unknown.append(d.item_id)
         if d.item_id in seen:
             repeated.append(d.item_id)
@@ -149,19 +195,17 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
                 where=str(decisions_path),
                 fix="export the decisions again from this build's preview",
             )
-    decided = {d.item_id: d for d in decisions.decisions}
-    new_items, edited, rejected, accepted = [], [], [], []
-    for item in view.items:
-        d = decided.get(item.item_id)
-        if d is None or d.decision == "accept":
-            new_items.append(item)
-            if d is not None:
-                accepted.append({"item_id": item.item_id, "comment": d.comment})
+    replaced: dict[str, Item | None] = {}  # item id -> its edit, or None when rejected
+    edited, rejected, accepted = [], [], []
+    for item in picked:
+        d = decided[item.item_id]
+        if d.decision == "accept":
+            accepted.append({"item_id": item.item_id, "comment": d.comment})
         elif d.decision == "reject":
+            replaced[item.item_id] = None
             rejected.append({"item_id": item.item_id, "comment": d.comment})
         else:
-            after = _edited(item, d.edits)
-            new_items.append(after)
+            after = replaced[item.item_id] = _edited(item, d.edits)
             edited.append(
                 {
                     "item_id": item.item_id,
@@ -170,12 +214,11 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
                     "after": {k: _jsonable(getattr(after, k)) for k in EDITABLE},
                 }
             )
-    edited_items = [i for i in new_items if i.item_id in {e["item_id"] for e in edited}]
     problems = run_rules(
-        edited_items,
-        view.samples_by_id,
-        view.manifests,
-        view.resolve,
+        [i for i in replaced.values() if i is not None],
+        SampleTable(list(reversed(sample_paths(out)))),  # the later stage's id wins
+        manifests_of(recipe),
+        resolve,
         rules=["schema", "options-unique", "answer-in-options", "distractor-related"],
     )
     if problems:
@@ -185,9 +228,22 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
             where=str(decisions_path),
             fix="correct the edits in the preview and export again",
         )
-    after_id = build_id(new_items)
-    rel = f"review/items-{after_id[:16]}.parquet"
-    write_items(new_items, out / rel)
+    pending = out / "review" / ".items-pending.parquet"
+    kept = 0
+    try:
+        with ItemWriter(pending) as writer:
+            for item in items:
+                if item.item_id in replaced:
+                    item = replaced[item.item_id]
+                    if item is None:
+                        continue
+                writer.add(item)
+                kept += 1
+        after_id = build_id(ItemTable(pending))
+        rel = f"review/items-{after_id[:16]}.parquet"
+        os.replace(pending, out / rel)
+    finally:
+        pending.unlink(missing_ok=True)
     meta_path = out / "build.json"
     meta = json.loads(meta_path.read_text())
     meta.setdefault("items_before_review", meta["items"])
@@ -200,12 +256,12 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
         "reviewer": decisions.reviewer,
         "build_before": current,
         "build_after": after_id,
-        "items_before": len(view.items),
-        "items_after": len(new_items),
+        "items_before": count,
+        "items_after": kept,
         "accepted": accepted,
         "rejected": rejected,
         "edited": edited,
-        "undecided": len(view.items) - len(decided),
+        "undecided": count - len(decided),
         "items_file": rel,
     }
     _atomic_text(meta_path, json.dumps(meta, indent=2) + "\n")

@@ -13,6 +13,9 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
+from ..rng import rng_for
 from .decisions import FORMAT, build_id
 
 
@@ -26,12 +29,30 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def write_preview(build_dir: str | os.PathLike, out_html: str | os.PathLike | None = None) -> Path:
-    """Write the gallery (default ``DIR/preview/index.html``) and its ``images/``; return it."""
-    from ..validate.report import open_build_view
+def write_preview(
+    build_dir: str | os.PathLike,
+    out_html: str | os.PathLike | None = None,
+    *,
+    sample: int | None = None,
+    seed: int | None = None,
+) -> Path:
+    """Write the gallery (default ``DIR/preview/index.html``) and its ``images/``; return it.
 
-    view = open_build_view(build_dir)
-    out = Path(out_html) if out_html is not None else view.build_dir / "preview" / "index.html"
+    ``sample``: show that many items, drawn evenly over the (task, prompt level) strata with
+    ``seed`` (default: the recipe's), instead of all of them. Decisions still name the whole
+    build; items not shown stay undecided. Items are read a batch at a time and only the
+    samples of the rendered ones shown are looked up: the page, not the build, sets the cost."""
+    from ..pipeline import open_build
+    from ..tables import ItemTable, SampleTable
+    from ..validate.report import clean_ref, rendered_sample_ids, sample_paths
+
+    if sample is not None and sample < 1:
+        raise ValueError(f"--sample must be at least 1, got {sample}")
+    build = Path(build_dir).resolve()
+    items, resolve, recipe = open_build(build)
+    items = items if isinstance(items, ItemTable) else list(items)
+    samples = SampleTable(list(reversed(sample_paths(build))))  # the later stage's id wins
+    out = Path(out_html) if out_html is not None else build / "preview" / "index.html"
     out = out.resolve()
     image_dir = out.parent / "images"
     copied: dict[str, str | None] = {}
@@ -41,7 +62,7 @@ def write_preview(build_dir: str | os.PathLike, out_html: str | os.PathLike | No
             return None
         if ref not in copied:
             try:
-                src = view.resolve(ref)
+                src = resolve(ref)
             except KeyError:
                 src = None
             if src is None or not src.is_file():
@@ -52,42 +73,109 @@ def write_preview(build_dir: str | os.PathLike, out_html: str | os.PathLike | No
                 copied[ref] = f"images/{name}"
         return copied[ref]
 
-    rows = []
-    for item in view.items:
-        clean = view.clean_ref(item)
-        rows.append(
-            {
-                "item_id": item.item_id,
-                "task": item.task,
-                "subtask": item.subtask,
-                "scene": item.scene or "",
-                "source": item.source,
-                "prompt_level": item.prompt_level,
-                "split": item.split or "",
-                "licence": item.licence,
-                "question": item.question,
-                "options": list(item.options),
-                "answer": item.answer,
-                "gt": item.gt,
-                "sample_ids": list(item.sample_ids),
-                "images": [local(r) for r in item.images],
-                "clean": local(clean) if clean is not None and clean != item.images[0] else None,
-            }
-        )
-    data = {
-        "format": FORMAT,
-        "build": build_id(view.items),
-        "name": getattr(view.recipe, "name", ""),
-        "items": rows,
-    }
-    payload = json.dumps(data, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
-    template = resources.files(__package__).joinpath("preview.html").read_text(encoding="utf-8")
-    html = template.replace("/*DATA*/null", payload).replace("{{TITLE}}", _escape(data["name"]))
+    seed = int(recipe.seed if seed is None else seed)
+    shown = _sampled_rows(items, sample, seed) if sample is not None else None
+    head, tail = _template(getattr(recipe, "name", ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(html, encoding="utf-8")
+    # the page's data is json.dumps({...}, sort_keys=True) of the dict below, written row by
+    # row: "build", "format", "items", then "name" (and "sampled" when sampling)
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(head)
+        fh.write(
+            _js(f'{{"build": {_dumps(build_id(items))}, "format": {_dumps(FORMAT)}, "items": [')
+        )
+        row, first = 0, True
+        for batch in _batches(items):
+            wanted = [i for k, i in enumerate(batch, row) if shown is None or k in shown]
+            row += len(batch)
+            found = samples.get(rendered_sample_ids(wanted)) if wanted else {}
+            for item in wanted:
+                clean = clean_ref(item, found)
+                fields = _fields(item, local, clean)
+                fh.write(_js(("" if first else ", ") + _dumps(fields)))
+                first = False
+        fh.write(_js(f'], "name": {_dumps(getattr(recipe, "name", ""))}'))
+        if shown is not None:
+            total = len(items)
+            fh.write(
+                _js(f', "sampled": {_dumps({"of": total, "seed": seed, "shown": len(shown)})}')
+            )
+        fh.write("}" + tail)
     os.replace(tmp, out)
     return out
+
+
+def _fields(item, local, clean: str | None) -> dict:
+    """One item as the page shows it."""
+    return {
+        "item_id": item.item_id,
+        "task": item.task,
+        "subtask": item.subtask,
+        "scene": item.scene or "",
+        "source": item.source,
+        "prompt_level": item.prompt_level,
+        "split": item.split or "",
+        "licence": item.licence,
+        "question": item.question,
+        "options": list(item.options),
+        "answer": item.answer,
+        "gt": item.gt,
+        "sample_ids": list(item.sample_ids),
+        "images": [local(r) for r in item.images],
+        "clean": local(clean) if clean is not None and clean != item.images[0] else None,
+    }
+
+
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _js(text: str) -> str:
+    """JSON made safe inside the page's ``<script>`` element."""
+    return text.replace("</", "<\\/")
+
+
+def _template(name: str) -> tuple[str, str]:
+    """The page before and after its data."""
+    template = resources.files(__package__).joinpath("preview.html").read_text(encoding="utf-8")
+    head, tail = template.split("/*DATA*/null")
+    return head.replace("{{TITLE}}", _escape(name)), tail.replace("{{TITLE}}", _escape(name))
+
+
+def _batches(items):
+    if hasattr(items, "batches"):
+        yield from items.batches()
+    else:
+        yield items
+
+
+def _sampled_rows(items, n: int, seed: int) -> set[int]:
+    """Row numbers of ``n`` items drawn evenly over the (task, prompt level) strata: a seeded
+    order within each stratum, then one item of each stratum in turn (strata in name order)
+    until ``n`` are drawn. Only those two columns are read."""
+    if hasattr(items, "path"):
+        table = pq.read_table(items.path, columns=["task", "prompt_level"])
+        tasks, levels = (table.column(c).to_pylist() for c in ("task", "prompt_level"))
+    else:
+        tasks, levels = [i.task for i in items], [i.prompt_level for i in items]
+    strata: dict[tuple[str, str], list[int]] = {}
+    for row, key in enumerate(zip(tasks, levels, strict=True)):
+        strata.setdefault(key, []).append(row)
+    del tasks, levels
+    queues = []
+    for key in sorted(strata):
+        rows = strata[key]
+        order = rng_for(seed, "preview", *key).permutation(len(rows))
+        queues.append([rows[k] for k in order])
+    chosen: set[int] = set()
+    depth = 0
+    while len(chosen) < n and any(depth < len(q) for q in queues):
+        for q in queues:
+            if depth < len(q) and len(chosen) < n:
+                chosen.add(q[depth])
+        depth += 1
+    return chosen
 
 
 def _escape(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,15 +32,28 @@ class BuildView:
 
     def clean_ref(self, item: Item, index: int = 0) -> str | None:
         """The reference of the image without any drawn prompt, where there is a file for it."""
-        ref = item.images[index] if index < len(item.images) else None
-        if ref is not None and not ref.startswith(RENDER_SCHEME):
-            return ref
-        sample = (
-            self.samples_by_id.get(item.sample_ids[index]) if index < len(item.sample_ids) else None
-        )
-        if sample is None or sample.slice is not None or not _is_image(sample.image):
-            return None  # a video frame or volume slice has no file of its own
-        return source_ref(sample.source, sample.image)
+        return clean_ref(item, self.samples_by_id, index)
+
+
+def clean_ref(item: Item, samples_by_id: Mapping[str, Sample], index: int = 0) -> str | None:
+    """The reference of the item's ``index``-th image without any drawn prompt, where there is
+    a file for it; a rendered image's sample is looked up in ``samples_by_id``."""
+    ref = item.images[index] if index < len(item.images) else None
+    if ref is not None and not ref.startswith(RENDER_SCHEME):
+        return ref
+    sample = samples_by_id.get(item.sample_ids[index]) if index < len(item.sample_ids) else None
+    if sample is None or sample.slice is not None or not _is_image(sample.image):
+        return None  # a video frame or volume slice has no file of its own
+    return source_ref(sample.source, sample.image)
+
+
+def rendered_sample_ids(items: Iterable[Item]) -> set[str]:
+    """The ids :func:`clean_ref` looks up for ``items``' first images."""
+    return {
+        i.sample_ids[0]
+        for i in items
+        if i.images and i.sample_ids and i.images[0].startswith(RENDER_SCHEME)
+    }
 
 
 def _is_image(path: str) -> bool:
@@ -63,7 +76,7 @@ def _stage_dirs(out: Path, stage: str) -> list[Path]:
     return sorted(p for p in (out / "stages" / stage).glob("*") if p.is_dir())
 
 
-def _sample_paths(out: Path) -> list[Path]:
+def sample_paths(out: Path) -> list[Path]:
     """The convert stage's sample files of a build, in stage order."""
     return [
         d / "samples.parquet"
@@ -72,7 +85,7 @@ def _sample_paths(out: Path) -> list[Path]:
     ]
 
 
-def _manifests(recipe) -> dict[str, Any]:
+def manifests_of(recipe) -> dict[str, Any]:
     from ..sources import get_source
 
     manifests = {}
@@ -103,11 +116,11 @@ def open_build_view(build_dir: str | os.PathLike) -> BuildView:
     out = Path(build_dir).resolve()
     items, resolve, recipe = open_build(out)
     samples: dict[str, Sample] = {}
-    for path in _sample_paths(out):
+    for path in sample_paths(out):
         samples.update((s.sample_id, s) for s in read_samples(path))
     items = items if isinstance(items, list) else list(items)
     return BuildView(
-        out, items, resolve, recipe, samples, _manifests(recipe), _duplicate_groups(out)
+        out, items, resolve, recipe, samples, manifests_of(recipe), _duplicate_groups(out)
     )
 
 
@@ -128,11 +141,11 @@ def validate_build(
     out = Path(build_dir).resolve()
     items, resolve, recipe = open_build(out)
     # reversed: where two stage folders hold one id, the later wins, as in open_build_view
-    samples = SampleTable(reversed(_sample_paths(out)))
+    samples = SampleTable(reversed(sample_paths(out)))
     problems = run_rules(
         items,
         samples,
-        _manifests(recipe),
+        manifests_of(recipe),
         resolve,
         letter_tolerance=letter_tolerance,
         duplicate_groups=_duplicate_groups(out),
