@@ -449,20 +449,20 @@ class Item:
 
     def to_row(self) -> dict:
         row: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "prompt_geometry":
+        for name in _ITEM_FIELDS:  # dataclasses.fields() costs more than the rest of a row
+            value = getattr(self, name)
+            if name == "prompt_geometry":
                 value = [s.to_row() for s in value]
-            elif f.name == "negatives":
+            elif name == "negatives":
                 value = value.to_row() if value is not None else None
             elif isinstance(value, tuple):
                 value = list(value)
-            row[f.name] = value
+            row[name] = value
         return row
 
     @classmethod
     def from_row(cls, row: dict) -> Item:
-        kwargs = {f.name: row.get(f.name) for f in fields(cls)}
+        kwargs = {name: row.get(name) for name in _ITEM_FIELDS}
         kwargs["sample_ids"] = tuple(row.get("sample_ids") or ())
         kwargs["images"] = tuple(row.get("images") or ())
         kwargs["options"] = tuple(row.get("options") or ())
