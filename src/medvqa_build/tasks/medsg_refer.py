@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..geometry import format_box
 from ..records import Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem
@@ -30,14 +32,52 @@ from .medsg_common import (
 
 
 class _PoolIndex:
-    """The task's pool by structure label, built once per pool."""
+    """The task's pool by structure label and by group, built once per pool, so that each
+    item's partner and fillers are drawn from short lists instead of a scan of the whole
+    pool (which made a MedSG build quadratic in its size). The draws are those of the scan:
+    the same candidates in pool order and the same calls on the item's generator."""
 
     def __init__(self, pool: Sequence[Sample]):
         self.pool = tuple(pool)
         self.by_label: dict[str, list[Sample]] = defaultdict(list)
-        for s in self.pool:
+        self.positions: dict[str | None, list[int]] = defaultdict(list)  # group -> positions
+        for i, s in enumerate(self.pool):
             for label in {r.label for r in s.regions}:
                 self.by_label[label].append(s)
+            self.positions[s.group_id].append(i)
+        self._without: dict[str, np.ndarray] = {}
+        self._by_case: dict[tuple[str, str | None], list[Sample]] = {}
+        self._other_modality: dict[tuple[str, str], list[Sample]] = {}
+
+    def without(self, label: str) -> np.ndarray:
+        """Positions of the pool's samples with regions, none of them ``label``."""
+        if label not in self._without:
+            self._without[label] = np.array(
+                [i for i, s in enumerate(self.pool) if s.regions and find_region(s, label) is None],
+                np.int64,
+            )
+        return self._without[label]
+
+    def of_group(self, label: str, group: str | None) -> list[Sample]:
+        """The samples showing ``label`` in ``group`` (``by_label`` order)."""
+        key = (label, group)
+        if key not in self._by_case:
+            groups: dict[str | None, list[Sample]] = defaultdict(list)
+            for s in self.by_label.get(label, ()):
+                groups[s.group_id].append(s)
+            for g, members in groups.items():
+                self._by_case[(label, g)] = members
+            self._by_case.setdefault(key, [])
+        return self._by_case[key]
+
+    def not_of_modality(self, label: str, modality: str) -> list[Sample]:
+        """The samples showing ``label`` in another modality (``by_label`` order)."""
+        key = (label, modality)
+        if key not in self._other_modality:
+            self._other_modality[key] = [
+                s for s in self.by_label.get(label, ()) if s.modality != modality
+            ]
+        return self._other_modality[key]
 
 
 class _PoolTask(MedSGTask):
@@ -51,18 +91,32 @@ class _PoolTask(MedSGTask):
     def fillers(
         self, ctx: GenContext, anchor: Sample, label: str, k: int, other_modality: bool
     ) -> list[Sample]:
-        """``k`` samples of other groups that do not show ``label`` (so the answer is unique)."""
-        pool = [
-            s
-            for s in ctx.pool
-            if s.group_id != anchor.group_id
-            and find_region(s, label) is None
-            and s.regions
-            and (not other_modality or s.modality != anchor.modality)
-        ]
-        if len(pool) < k:
-            raise ItemProblem(f"only {len(pool)} images without {label!r} to add, need {k}")
-        return [pool[i] for i in sorted(ctx.rng.choice(len(pool), size=k, replace=False))]
+        """``k`` samples of other groups that do not show ``label`` (so the answer is unique):
+        a uniform draw without replacement from those samples in pool order."""
+        if other_modality:
+            return _fillers_by_scan(ctx, anchor, label, k)
+        if k == 0:
+            return []  # a draw of none: no number is taken from the generator
+        index = self.index(ctx)
+        eligible = index.without(label)
+        # the anchor's group among them: skipped when a draw is mapped to a position
+        mine = np.asarray(index.positions.get(anchor.group_id, ()), np.int64)
+        at = np.searchsorted(eligible, mine)
+        skipped = sorted(
+            int(j) for j, p in zip(at, mine, strict=True) if j < len(eligible) and eligible[j] == p
+        )
+        n = len(eligible) - len(skipped)
+        if n < k:
+            raise ItemProblem(f"only {n} images without {label!r} to add, need {k}")
+        out = []
+        for j in sorted(ctx.rng.choice(n, size=k, replace=False)):
+            p = int(j)
+            for s in skipped:  # the j-th eligible position once the anchor's group is left out
+                if s > p:
+                    break
+                p += 1
+            out.append(index.pool[int(eligible[p])])
+        return out
 
     def pixels(self, ctx: GenContext, s: Sample, label: str | None):
         rgb = resize_rgb(sample_rgb(s, root_for(ctx, s)), self.size)
@@ -89,15 +143,14 @@ class Crossmodal(_PoolTask):
     def partner(self, ctx: GenContext, a: Sample, label: str) -> Sample:
         """Same case and slice in another MR sequence when there is one (BraTS), else the same
         structure in another modality (another dataset, another patient)."""
-        with_label = self.index(ctx).by_label.get(label, [])
+        index = self.index(ctx)
         same_case = [
             s
-            for s in with_label
-            if s.group_id == a.group_id
-            and s.slice == a.slice
+            for s in index.of_group(label, a.group_id)
+            if s.slice == a.slice
             and s.attributes.get("sequence", "") != a.attributes.get("sequence", "")
         ]
-        other = same_case or [s for s in with_label if s.modality != a.modality]
+        other = same_case or index.not_of_modality(label, a.modality)
         if not other:
             raise ItemProblem(f"no image of {label!r} in another modality or sequence")
         return other[int(ctx.rng.integers(len(other)))]
@@ -168,3 +221,19 @@ class Referring(_PoolTask):
             "fields": {"ref": ref, "where": where},
             "gt_prefix": prefix,
         }
+
+
+def _fillers_by_scan(ctx: GenContext, anchor: Sample, label: str, k: int) -> list[Sample]:
+    """:meth:`_PoolTask.fillers` of another modality than the anchor's, by a scan of the
+    pool (no built-in task asks for it)."""
+    pool = [
+        s
+        for s in ctx.pool
+        if s.group_id != anchor.group_id
+        and find_region(s, label) is None
+        and s.regions
+        and s.modality != anchor.modality
+    ]
+    if len(pool) < k:
+        raise ItemProblem(f"only {len(pool)} images without {label!r} to add, need {k}")
+    return [pool[i] for i in sorted(ctx.rng.choice(len(pool), size=k, replace=False))]
