@@ -138,6 +138,26 @@ def _cmd_run(args) -> int:
         f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; "
         f"report: {out / 'report.md'}"
     )
+    from .clean import stale_stages
+
+    stale = stale_stages(out, sizes=False)
+    if stale:
+        print(
+            f"{len(stale)} stage folder(s) from earlier runs are not used by this build "
+            f"(a cache): `medvqa-build clean {out}` deletes them, --dry-run lists them"
+        )
+    return 0
+
+
+def _cmd_clean(args) -> int:
+    from .clean import clean_build
+
+    stale = clean_build(args.dir, dry_run=args.dry_run)
+    for s in stale:
+        print(f"  {s.path.relative_to(Path(args.dir).resolve())}  {s.bytes / 2**20:,.1f} MiB")
+    total = sum(s.bytes for s in stale) / 2**20
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {len(stale)} stage folder(s) the last run did not use, {total:,.1f} MiB")
     return 0
 
 
@@ -319,6 +339,20 @@ def make_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", metavar="DIR", help="build directory")
     p.set_defaults(func=_cmd_validate)
+
+    p = sub.add_parser(
+        "clean",
+        help="delete the stage folders the last run of a build did not use",
+        description="Every run whose inputs changed (recipe, data, code) writes new stage "
+        "folders beside the old ones, which stay as a cache. This deletes those the last "
+        "finished run did not use (it keeps what report.json and build.json name) and prints "
+        "what it freed. It refuses while a build runs in DIR.",
+    )
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list the folders and their size; delete nothing"
+    )
+    p.set_defaults(func=_cmd_clean)
 
     p = sub.add_parser(
         "export",

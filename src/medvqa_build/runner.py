@@ -166,6 +166,21 @@ def _remove_orphans(parent: Path, key: str) -> None:
             shutil.rmtree(d, ignore_errors=True)
 
 
+def running_stage_temps(build_dir: Path) -> list[Path]:
+    """The work folders of stages being built in ``build_dir`` now: made by a live process on
+    this host, or on another host (whose processes cannot be seen from here)."""
+    live = []
+    for d in sorted(Path(build_dir).glob("stages/*/.*.tmp-*")):
+        host_pid = d.name.split(".tmp-", 1)[1]
+        if not host_pid.startswith(f"{_HOST}-"):
+            live.append(d)
+            continue
+        pid = host_pid[len(_HOST) + 1 :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            live.append(d)
+    return live
+
+
 def tree_fingerprint(root: Path) -> str:
     """Cheap content proxy of a folder: relative paths, sizes and mtimes of every file."""
     entries = []

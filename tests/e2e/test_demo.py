@@ -159,3 +159,32 @@ def test_workers_give_identical_exports(builds, tmp_path, request):
     assert (tmp_path / "w2" / "checksums.sha256").read_text() == (
         a / "checksums.sha256"
     ).read_text()
+
+
+def test_clean_deletes_an_earlier_runs_stages_and_keeps_the_build(builds, tmp_path, request):
+    """A run with another quota leaves the first run's generate/render/validate/export folders
+    beside its own; `clean` deletes exactly those, and the next run reuses everything left."""
+    import shutil
+
+    a = builds[0]
+    work = tmp_path / "tuned"
+    shutil.copytree(a, work)
+    recipe = str(request.config.rootpath / "recipes" / "demo.yaml")
+    tuned = [*SMALL, "--set", "tasks.0.quota=10"]
+    before = {p.relative_to(work) for p in work.glob("stages/*/*")}
+    assert main(["run", recipe, "-o", str(work), "-q", *tuned]) == 0
+    report = json.loads((work / "report.json").read_text())
+    used = {s["path"] for s in report["stages"]}
+    old = {p for p in before if p.as_posix() not in used}
+    assert {p.parts[1] for p in old} >= {"generate", "render", "validate", "export"}
+    assert main(["clean", str(work), "--dry-run"]) == 0
+    assert all((work / p).is_dir() for p in old)
+    assert main(["clean", str(work)]) == 0
+    assert not any((work / p).exists() for p in old)
+    assert {p.relative_to(work).as_posix() for p in work.glob("stages/*/*")} == used
+    checksums = (work / "checksums.sha256").read_text()
+    assert main(["run", recipe, "-o", str(work), "-q", *tuned]) == 0
+    again = json.loads((work / "report.json").read_text())
+    assert all(s["reused"] for s in again["stages"])
+    assert (work / "checksums.sha256").read_text() == checksums
+    assert main(["validate", str(work)]) == 0
