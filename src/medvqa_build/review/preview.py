@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ..errors import UsageError
 from ..rng import rng_for
 from .decisions import FORMAT, build_id
 
@@ -44,10 +45,12 @@ def write_preview(
     samples of the rendered ones shown are looked up: the page, not the build, sets the cost."""
     from ..pipeline import open_build
     from ..tables import ItemTable, SampleTable
-    from ..validate.report import clean_ref, rendered_sample_ids, sample_paths
+    from ..validate.report import sample_paths
 
     if sample is not None and sample < 1:
-        raise ValueError(f"--sample must be at least 1, got {sample}")
+        raise UsageError(
+            f"--sample must be at least 1, got {sample}", fix="pass --sample N, N >= 1"
+        )
     build = Path(build_dir).resolve()
     items, resolve, recipe = open_build(build)
     items = items if isinstance(items, ItemTable) else list(items)
@@ -78,8 +81,20 @@ def write_preview(
     head, tail = _template(getattr(recipe, "name", ""))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    # the page's data is json.dumps({...}, sort_keys=True) of the dict below, written row by
-    # row: "build", "format", "items", then "name" (and "sampled" when sampling)
+    try:
+        _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out
+
+
+def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> None:
+    """The page, its data written item by item (see :func:`write_preview`)."""
+    from ..validate.report import clean_ref, rendered_sample_ids
+
+    # the data is json.dumps of {"build", "format", "items", "name"[, "sampled"]} with sorted
+    # keys, as one dict would give it, written item by item
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(head)
         fh.write(
@@ -102,8 +117,6 @@ def write_preview(
                 _js(f', "sampled": {_dumps({"of": total, "seed": seed, "shown": len(shown)})}')
             )
         fh.write("}" + tail)
-    os.replace(tmp, out)
-    return out
 
 
 def _fields(item, local, clean: str | None) -> dict:
