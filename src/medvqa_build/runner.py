@@ -152,16 +152,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _killed(temp: Path) -> bool:
+    """Whether a stage's temp folder (``.<key>.tmp-<host>-<pid>-...``) was left by a process
+    of this host that no longer exists; one of another host of a shared filesystem, whose
+    processes cannot be seen from here, never counts as killed."""
+    prefix = f".tmp-{_HOST}-"
+    at = temp.name.find(prefix)
+    if at < 0:
+        return False
+    pid = temp.name[at + len(prefix) :].split("-", 1)[0]
+    return pid.isdigit() and not _alive(int(pid))
+
+
 def _remove_orphans(parent: Path, key: str) -> None:
-    """Delete temp folders of this stage left by killed runs: those made on this host by a
-    process that no longer exists. A running build's folder (or one on another host of a
-    shared filesystem) is never touched."""
-    prefix = f".{key}.tmp-{_HOST}-"
+    """Delete temp folders of this stage left by killed runs (:func:`_killed`). A running
+    build's folder (or one on another host of a shared filesystem) is never touched."""
     for d in parent.glob(f".{key}.tmp-*"):
-        if not d.name.startswith(prefix):
-            continue
-        pid = d.name[len(prefix) :].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if _killed(d):
             log.info("removing %s, left by a run that was killed", d)
             shutil.rmtree(d, ignore_errors=True)
 
@@ -169,16 +176,7 @@ def _remove_orphans(parent: Path, key: str) -> None:
 def running_stage_temps(build_dir: Path) -> list[Path]:
     """The work folders of stages being built in ``build_dir`` now: made by a live process on
     this host, or on another host (whose processes cannot be seen from here)."""
-    live = []
-    for d in sorted(Path(build_dir).glob("stages/*/.*.tmp-*")):
-        host_pid = d.name.split(".tmp-", 1)[1]
-        if not host_pid.startswith(f"{_HOST}-"):
-            live.append(d)
-            continue
-        pid = host_pid[len(_HOST) + 1 :].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            live.append(d)
-    return live
+    return [d for d in sorted(Path(build_dir).glob("stages/*/.*.tmp-*")) if not _killed(d)]
 
 
 def tree_fingerprint(root: Path) -> str:

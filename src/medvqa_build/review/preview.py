@@ -91,6 +91,8 @@ def write_preview(
 
 def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> None:
     """The page, its data written item by item (see :func:`write_preview`)."""
+    from ..schema import ITEM_READ_ROWS
+    from ..tables import batched
     from ..validate.report import clean_ref, rendered_sample_ids
 
     # the data is json.dumps of {"build", "format", "items", "name"[, "sampled"]} with sorted
@@ -101,7 +103,7 @@ def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> 
             _js(f'{{"build": {_dumps(build_id(items))}, "format": {_dumps(FORMAT)}, "items": [')
         )
         row, first = 0, True
-        for batch in _batches(items):
+        for batch in batched(items, ITEM_READ_ROWS):
             wanted = [i for k, i in enumerate(batch, row) if shown is None or k in shown]
             row += len(batch)
             found = samples.get(rendered_sample_ids(wanted)) if wanted else {}
@@ -154,13 +156,6 @@ def _template(name: str) -> tuple[str, str]:
     template = resources.files(__package__).joinpath("preview.html").read_text(encoding="utf-8")
     head, tail = template.split("/*DATA*/null")
     return head.replace("{{TITLE}}", _escape(name)), tail.replace("{{TITLE}}", _escape(name))
-
-
-def _batches(items):
-    if hasattr(items, "batches"):
-        yield from items.batches()
-    else:
-        yield items
 
 
 def _sampled_rows(items, n: int, seed: int) -> set[int]:
