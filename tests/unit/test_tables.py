@@ -87,6 +87,12 @@ def test_item_writer_and_table_round_trip(samples, manifests, repo, tmp_path):
     assert list(table) == items
     assert table.column("item_id") == [i.item_id for i in items]
     assert table.to_arrow().num_rows == len(items)
+    # chosen rows, across batch boundaries and in any order given: those items, in file order
+    wanted = {0, 63, 64, 65, 200, len(items) - 1}
+    got = list(table.rows(sorted(wanted, reverse=True)))
+    assert all(0 < len(batch) <= 64 for batch in got)
+    assert [i for batch in got for i in batch] == [items[k] for k in sorted(wanted)]
+    assert list(table.rows([])) == []
     # one row group: encoding every 256 items does not change the file's layout
     assert pq.ParquetFile(tmp_path / "items.parquet").num_row_groups == 1
 

@@ -102,10 +102,14 @@ def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> 
         fh.write(
             _js(f'{{"build": {_dumps(build_id(items))}, "format": {_dumps(FORMAT)}, "items": [')
         )
-        row, first = 0, True
-        for batch in batched(items, ITEM_READ_ROWS):
-            wanted = [i for k, i in enumerate(batch, row) if shown is None or k in shown]
-            row += len(batch)
+        first = True
+        if shown is None:
+            batches = batched(items, ITEM_READ_ROWS)
+        elif hasattr(items, "rows"):
+            batches = items.rows(shown)  # only the shown rows are decoded
+        else:
+            batches = [[i for k, i in enumerate(items) if k in shown]]
+        for wanted in batches:
             found = samples.get(rendered_sample_ids(wanted)) if wanted else {}
             for item in wanted:
                 clean = clean_ref(item, found)
