@@ -8,7 +8,9 @@ import argparse
 def _cmd_preview(args) -> int:
     from . import write_preview
 
-    page = write_preview(args.dir, args.output, sample=args.sample, seed=args.seed)
+    page = write_preview(
+        args.dir, args.output, sample=args.sample, seed=args.seed, progress=not args.quiet
+    )
     print(f"wrote {page}; open it in a browser, mark items, then press 'Export decisions'")
     if args.sample is None:
         from ..pipeline import open_build
@@ -28,7 +30,7 @@ LARGE_PAGE = 5000  # items on one page before the command suggests --sample
 def _cmd_review_apply(args) -> int:
     from . import apply_decisions
 
-    entry = apply_decisions(args.dir, args.decisions)
+    entry = apply_decisions(args.dir, args.decisions, progress=not args.quiet)
     print(
         f"applied {args.decisions}: {entry['items_before']} -> {entry['items_after']} items "
         f"({len(entry['rejected'])} rejected, {len(entry['edited'])} edited, "
@@ -67,6 +69,7 @@ def add_review_commands(sub: argparse._SubParsersAction) -> None:
         "decisions still apply to the whole build (items not shown stay undecided)",
     )
     p.add_argument("--seed", type=int, help="seed of --sample's draw (default: the recipe's seed)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_preview)
 
     p = sub.add_parser(
@@ -87,4 +90,5 @@ def add_review_commands(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "decisions", metavar="DECISIONS", help="decisions JSON exported from the preview page"
     )
+    a.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a.set_defaults(func=_cmd_review_apply)

@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from tqdm.auto import tqdm
 
 from ..errors import MedvqaError
 from ..pydantic_errors import describe_validation_error
@@ -29,7 +30,7 @@ class ReviewError(MedvqaError):
     """A decisions file that cannot be applied to this build; nothing was changed."""
 
 
-def build_id(items: Iterable[Item]) -> str:
+def build_id(items: Iterable[Item], progress: bool = False) -> str:
     """Content hash of a build's item set: decisions name the exact items they were made on.
 
     The sha256 of the JSON list of the items' rows sorted by item id. The items are read once
@@ -39,7 +40,11 @@ def build_id(items: Iterable[Item]) -> str:
     with tempfile.TemporaryFile() as spill:
         ids: list[str] = []
         offsets = array("q", [0])
-        for item in items:
+        total = len(items) if hasattr(items, "__len__") else None
+        bar = tqdm(
+            items, total=total, desc="hash items", unit="item", disable=not progress, leave=False
+        )
+        for item in bar:
             spill.write(_row_json(item))
             ids.append(item.item_id)
             offsets.append(spill.tell())
@@ -54,6 +59,19 @@ def build_id(items: Iterable[Item]) -> str:
             digest.update(spill.read(offsets[row + 1] - offsets[row]))
         digest.update(b"]")
     return digest.hexdigest()
+
+
+class _Sized:
+    """An iterator with a known length (for a progress bar's total)."""
+
+    def __init__(self, it, n: int):
+        self._it, self._n = it, n
+
+    def __iter__(self):
+        return iter(self._it)
+
+    def __len__(self) -> int:
+        return self._n
 
 
 def _row_json(item: Item) -> bytes:
@@ -134,7 +152,9 @@ def _atomic_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathLike) -> dict:
+def apply_decisions(
+    build_dir: str | os.PathLike, decisions_path: str | os.PathLike, *, progress: bool = False
+) -> dict:
     """Rewrite the build's items from a decisions file; returns the audit entry.
 
     The new item set goes to ``review/items-<hash>.parquet``, ``build.json`` points to it (so
@@ -165,7 +185,7 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
                 picked.append(item)
             yield item
 
-    current = build_id(scanned())
+    current = build_id(_Sized(scanned(), len(items)), progress)
     if decisions.build != current:
         raise ReviewError(
             f"decisions were made on build {decisions.build[:12]}, this build is {current[:12]}",
@@ -232,14 +252,15 @@ def apply_decisions(build_dir: str | os.PathLike, decisions_path: str | os.PathL
     kept = 0
     try:
         with ItemWriter(pending) as writer:
-            for item in items:
+            bar = tqdm(items, desc="write items", unit="item", disable=not progress, leave=False)
+            for item in bar:
                 if item.item_id in replaced:
                     item = replaced[item.item_id]
                     if item is None:
                         continue
                 writer.add(item)
                 kept += 1
-        after_id = build_id(ItemTable(pending))
+        after_id = build_id(ItemTable(pending), progress)
         rel = f"review/items-{after_id[:16]}.parquet"
         os.replace(pending, out / rel)
     finally:

@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 import pyarrow.parquet as pq
+from tqdm.auto import tqdm
 
 from ..errors import UsageError
 from ..rng import rng_for
@@ -36,6 +37,7 @@ def write_preview(
     *,
     sample: int | None = None,
     seed: int | None = None,
+    progress: bool = False,
 ) -> Path:
     """Write the gallery (default ``DIR/preview/index.html``) and its ``images/``; return it.
 
@@ -82,14 +84,14 @@ def write_preview(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     try:
-        _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed)
+        _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed, progress)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
     return out
 
 
-def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> None:
+def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed, progress) -> None:
     """The page, its data written item by item (see :func:`write_preview`)."""
     from ..schema import ITEM_READ_ROWS
     from ..tables import batched
@@ -99,9 +101,8 @@ def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> 
     # keys, as one dict would give it, written item by item
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(head)
-        fh.write(
-            _js(f'{{"build": {_dumps(build_id(items))}, "format": {_dumps(FORMAT)}, "items": [')
-        )
+        build = build_id(items, progress)
+        fh.write(_js(f'{{"build": {_dumps(build)}, "format": {_dumps(FORMAT)}, "items": ['))
         first = True
         if shown is None:
             batches = batched(items, ITEM_READ_ROWS)
@@ -109,13 +110,17 @@ def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed) -> 
             batches = items.rows(shown)  # only the shown rows are decoded
         else:
             batches = [[i for k, i in enumerate(items) if k in shown]]
+        total = len(items) if shown is None else len(shown)
+        bar = tqdm(total=total, desc="write page", unit="item", disable=not progress, leave=False)
         for wanted in batches:
+            bar.update(len(wanted))
             found = samples.get(rendered_sample_ids(wanted)) if wanted else {}
             for item in wanted:
                 clean = clean_ref(item, found)
                 fields = _fields(item, local, clean)
                 fh.write(_js(("" if first else ", ") + _dumps(fields)))
                 first = False
+        bar.close()
         fh.write(_js(f'], "name": {_dumps(getattr(recipe, "name", ""))}'))
         if shown is not None:
             total = len(items)
