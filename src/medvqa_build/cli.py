@@ -138,9 +138,12 @@ def _cmd_run(args) -> int:
         f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; "
         f"report: {out / 'report.md'}"
     )
-    from .clean import stale_stages
+    from .clean import CleanError, stale_stages
 
-    stale = stale_stages(out, sizes=False)
+    try:
+        stale = stale_stages(out, sizes=False)
+    except CleanError:  # the build is reported above; only the hint is lost
+        stale = []
     if stale:
         print(
             f"{len(stale)} stage folder(s) from earlier runs are not used by this build "
