@@ -35,7 +35,10 @@ _SLOT = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ANSWER = re.compile(r"^[A-Z](,[A-Z])*$")
 WINDOW = 1024  # items checked together: their samples are looked up at once (a window of
 # rendered contour items is ~10 MiB; 4096 cost 35 MiB more at 64k items for no speed-up)
-SIZE_CACHE = 65536  # image sizes remembered (the oldest half is dropped beyond this)
+# image sizes remembered, one entry an image (~150 bytes); beyond this the oldest half is
+# dropped, and a dropped size costs one header read again (~20 us). It was 65536 entries, two
+# an image: ~11 MiB held from 33k images on
+SIZE_CACHE = 16384
 _SAMPLE_RULES = frozenset({"schema", "box-matches-region", "split-leak"})  # read samples
 
 
@@ -61,7 +64,7 @@ class RuleContext:
     letter_tolerance: float = 0.1
     duplicate_groups: Sequence[Sequence[str]] = ()
     samples_known: bool | None = None
-    _sizes: dict[str, tuple[int, int] | str] = field(default_factory=dict)
+    _sizes: dict[str, tuple[tuple[int, int] | str, bool]] = field(default_factory=dict)
     # every item id the build rules saw, in order (they keep positions into it)
     item_ids: IdLog = field(default_factory=IdLog)
     _ontologies: dict[str, Ontology] = field(default_factory=dict)
@@ -71,19 +74,25 @@ class RuleContext:
             self.samples_known = bool(self.samples_by_id)
 
     def image_size(self, ref: str, decode: bool = False) -> tuple[int, int] | str:
-        """``(width, height)`` of an image reference, or why it cannot be read (cached)."""
-        key = f"{ref}#decode" if decode else ref
-        if key not in self._sizes:
-            if len(self._sizes) >= SIZE_CACHE:  # bounded; a dropped size is re-read alike
-                for old in list(islice(self._sizes, len(self._sizes) // 2)):
-                    del self._sizes[old]
-            try:
-                self._sizes[key] = check_image(self.resolve(ref), "decode" if decode else "header")
-            except (ImageProblem, KeyError) as exc:
-                self._sizes[key] = str(exc)
-            if decode and not isinstance(self._sizes[key], str):
-                self._sizes[ref] = self._sizes[key]
-        return self._sizes[key]
+        """``(width, height)`` of an image reference, or why it cannot be read (cached).
+
+        One cache entry per image, ``(answer, decoded)``: an answer found in ``decode`` mode
+        also answers a header lookup, unless it is an error (a file whose pixels fail may still
+        have a readable header); a header answer is read again for a decode lookup."""
+        hit = self._sizes.get(ref)
+        if hit is not None:
+            size, decoded = hit
+            if decoded if decode else not (decoded and isinstance(size, str)):
+                return size
+        if len(self._sizes) >= SIZE_CACHE:  # bounded; a dropped size is re-read alike
+            for old in list(islice(self._sizes, len(self._sizes) // 2)):
+                del self._sizes[old]
+        try:
+            size = check_image(self.resolve(ref), "decode" if decode else "header")
+        except (ImageProblem, KeyError) as exc:
+            size = str(exc)
+        self._sizes[ref] = (size, decode)
+        return size
 
     def ontology(self, source: str) -> Ontology:
         if source not in self._ontologies:

@@ -238,3 +238,39 @@ def test_unknown_rule_name(world):
 def test_rules_need_no_samples_or_manifests(world):
     items, _, _, resolve = world
     assert run_rules(items, None, None, resolve) == []
+
+
+def test_image_size_cache_one_entry_an_image_and_bounded(tmp_path, monkeypatch):
+    """A decoded size answers the header lookup without another read; a decode error does
+    not (the header may still be fine); the cache keeps one entry an image, within its bound."""
+    from medvqa_build.validate import rules
+
+    good = tmp_path / "good.png"
+    cv2.imwrite(str(good), np.random.default_rng(0).integers(0, 255, (48, 64, 3), np.uint8))
+    data = bytearray(good.read_bytes())
+    at = data.index(b"IDAT") + 20
+    data[at : at + 40] = bytes(v ^ 0xFF for v in data[at : at + 40])
+    cut = tmp_path / "cut.png"  # whole, with a readable header; its pixel data is corrupt
+    cut.write_bytes(bytes(data))
+    reads = []
+
+    def resolve(ref):
+        reads.append(ref)
+        return tmp_path / ref
+
+    ctx = rules.RuleContext({}, {}, resolve)
+    assert ctx.image_size("good.png", decode=True) == (64, 48)
+    assert ctx.image_size("good.png") == (64, 48)
+    assert ctx.image_size("good.png", decode=True) == (64, 48)
+    assert reads == ["good.png"]
+    assert isinstance(ctx.image_size("cut.png", decode=True), str)
+    assert ctx.image_size("cut.png") == (64, 48)  # read again, in header mode
+    assert isinstance(ctx.image_size("cut.png", decode=True), str)
+    assert reads == ["good.png", "cut.png", "cut.png", "cut.png"]
+    assert len(ctx._sizes) == 2
+
+    monkeypatch.setattr(rules, "SIZE_CACHE", 4)
+    ctx = rules.RuleContext({}, {}, lambda ref: good)
+    for i in range(10):
+        assert ctx.image_size(f"img{i}.png", decode=True) == (64, 48)
+        assert len(ctx._sizes) <= 4
