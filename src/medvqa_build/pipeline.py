@@ -503,7 +503,15 @@ def _curate_stage(recipe, out, samples, embeddings, roots, stages):
 
 
 def open_build(build_dir: str | os.PathLike):
-    """``(items, resolve, recipe)`` of a finished build directory, for validate/export."""
+    """``(items, resolve, recipe)`` of a finished build directory, for validate/export.
+
+    Like :func:`build`, it lets Arrow return freed memory and caps glibc's arenas first: what
+    opens a build (validate, export, preview, review) streams its whole item table, and with
+    Arrow's default pool a validate of 80k items alone held ~95 MiB more at its peak."""
+    from .schema import use_returning_memory_pool
+
+    use_returning_memory_pool()
+    limit_arenas()
     out = Path(build_dir).resolve()
     meta_path = out / "build.json"
     if not meta_path.is_file():

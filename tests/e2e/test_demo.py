@@ -126,6 +126,29 @@ def test_validate_and_export_commands(builds, tmp_path, capsys):
     ).read_bytes()
 
 
+def test_opening_a_build_lets_arrow_return_memory(builds, monkeypatch):
+    """validate, export, preview and review stream a whole item table: like a build, they
+    first switch Arrow to the pool that gives freed memory back (unless the user chose one)."""
+    import pyarrow as pa
+
+    from medvqa_build.pipeline import open_build
+
+    a, _, _, _ = builds
+    before = pa.default_memory_pool()
+    try:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        items, _, _ = open_build(a)
+        assert len(items) == 68
+        assert pa.default_memory_pool().backend_name == "system"
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+        open_build(a)
+        assert pa.default_memory_pool().backend_name == "mimalloc"
+    finally:
+        pa.set_memory_pool(before)
+
+
 def test_validate_catches_a_broken_build(builds, tmp_path, capsys):
     import shutil
 
