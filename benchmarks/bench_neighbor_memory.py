@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+from scaled_demo import peak_rss_mib
 
 CLASSES = 40
 
 
 def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    # this process's own high-water mark (ru_maxrss would also count the parent it forked from)
+    return peak_rss_mib()
 
 
 class _Sample:

@@ -133,7 +133,20 @@ def stage_timer() -> Iterator[list[tuple[str, float, bool, float]]]:
 
 
 def peak_rss_mib() -> float:
-    """High-water mark of this process's resident set (ru_maxrss is KiB on Linux)."""
+    """High-water mark of this process's resident set.
+
+    On Linux ``VmHWM`` of ``/proc/self/status``: ``ru_maxrss`` also counts the process it was
+    forked from (the child of a parent holding 300 MiB reads 327 MiB before doing anything),
+    so a measurement child started by a parent that had just written a 100k-image tree read
+    that parent's size as its baseline. Elsewhere ``ru_maxrss`` (KiB on Linux, bytes on
+    macOS)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
 
