@@ -7,7 +7,10 @@ Items that cannot get enough distinct options are reported as dropped, never emi
 Memory stays bounded for the tasks that ask about one sample at a time (``per_sample``
 generators, most of them): the pool is streamed once into a compact plan (sample id,
 position and truth of each candidate), then items are made in blocks, fetching only the
-block's samples. Multi-image tasks (MedSG) pair samples across the pool and hold it.
+block's samples; a task whose candidates also depend on the whole pool (instrument presence:
+the tools its source annotates) first reads it streamed through ``scan``. Multi-image tasks
+(MedSG views, tracking, diffs, cross-modal and referring) pair samples across the pool and hold
+it.
 """
 
 from __future__ import annotations
@@ -144,6 +147,8 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
     """One streaming pass over the samples plans every ``per_sample`` task of a phase."""
     for task in tasks:
         task.vocab_samples = {src: {} for src in task.sources}
+        if task.gen.scans_pool:  # what one sample's candidates need to know of the others
+            task.gen.scan(s for b in source.numbered_batches() for _, s in b if task.in_pool(s))
     for batch in source.numbered_batches():
         for row, s in batch:
             for task in tasks:

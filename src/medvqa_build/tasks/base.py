@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import string
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -122,6 +122,10 @@ class TaskGenerator(ABC):
     # set of candidate truths (plus fixed extras): the generate stage then streams the pool
     # instead of holding it. Tasks that pair samples across the pool leave it False.
     per_sample: ClassVar[bool] = False
+    # A ``per_sample`` task whose candidates also depend on a summary of its whole pool (which
+    # tools a source annotates at all) sets this: :meth:`scan` then reads the pool, streamed,
+    # before any ``candidates`` call, so the pool is still never held.
+    scans_pool: ClassVar[bool] = False
 
     def __init__(self, params: dict | None = None):
         self.params = dict(params or {})
@@ -131,6 +135,11 @@ class TaskGenerator(ABC):
     @abstractmethod
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         """Every (sample, truth[, region]) this task could ask about."""
+
+    def scan(self, samples: Iterable[Sample]) -> None:
+        """Read the whole pool once (``scans_pool`` tasks): what :meth:`candidates` of one
+        sample then needs to know about the others. The default needs nothing."""
+        return None
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         """The answer vocabulary over ``samples`` (distractors for ``label_pool`` come from it)."""

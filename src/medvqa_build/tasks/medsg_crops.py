@@ -42,6 +42,7 @@ def concept_image(rgb: np.ndarray, mask: np.ndarray, margin: float) -> np.ndarra
 @TASKS.register("concept")
 class Concept(MedSGTask):
     name = "concept"
+    per_sample = True  # one sample at a time: the pool is streamed
     default_params = {"margin": 0.15}
     templates = (
         "The first image shows one object cut out of a medical image. Find where this object "
@@ -86,6 +87,7 @@ def crop_boxes(
 @TASKS.register("patch")
 class Patch(MedSGTask):
     name = "patch"
+    per_sample = True  # one sample at a time: the pool is streamed
     default_params = {"n_patches": 3}
     templates = (
         "You are given a source image followed by its {n_patches} regions. Please locate the "

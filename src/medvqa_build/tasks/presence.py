@@ -7,12 +7,16 @@ instruments). Absent tools are the other tools of the same source, so a question
 about an instrument the source does not annotate. Each sample gives one question; whether it
 asks about a present or an absent tool is fixed by the sample id, so Yes and No come out
 about even and the round-robin over answers evens them exactly where the data allows.
+
+The tools of a source are those of the whole pool, so the generate stage first streams the
+pool through :meth:`InstrumentPresence.scan` and then asks about one sample at a time: a pool
+of 10^5 Cholec80 frames is never held (it was, ~2 kB a frame).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..records import Item, Sample
 from .base import TASKS, Candidate, GenContext, TaskGenerator
@@ -23,6 +27,8 @@ from .counting import TOOL_PREFIX
 @TASKS.register("instrument_presence")
 class InstrumentPresence(TaskGenerator):
     name = "instrument_presence"
+    per_sample = True
+    scans_pool = True
     needs = "tool presence attributes (tool:<name> = 0/1) or instrument regions"
     templates = (
         "Is the {tool} visible in this surgical frame?",
@@ -32,6 +38,10 @@ class InstrumentPresence(TaskGenerator):
         "Does the {tool} appear in this frame?",
         "Is the {tool} being used in this image?",
     )
+
+    def __init__(self, params: dict | None = None):
+        super().__init__(params)
+        self._pool_tools: dict[str, set[str]] | None = None  # set by scan
 
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
@@ -52,20 +62,34 @@ class InstrumentPresence(TaskGenerator):
         present = {r.label for r in sample.regions if not only or r.label in only}
         return (present, set()) if sample.regions or self.params.get("count_empty") else None
 
-    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        known: dict[str, tuple[set[str], set[str]]] = {}
+    def _source_tools(self, samples: Iterable[Sample]) -> dict[str, set[str]]:
+        """Every tool each source annotates (present or absent) in ``samples``."""
         vocab: dict[str, set[str]] = defaultdict(set)
         for s in samples:
             tools = self._tools(s)
             if tools is not None:
-                known[s.sample_id] = tools
                 vocab[s.source] |= tools[0] | tools[1]
+        return vocab
+
+    def scan(self, samples: Iterable[Sample]) -> None:
+        """Remember the pool's tools per source: later ``candidates`` calls, one sample at a
+        time, then pick absent tools as they would from the whole pool."""
+        self._pool_tools = self._source_tools(samples)
+
+    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
+        known: dict[str, tuple[set[str], set[str]]] = {}
+        for s in samples:
+            tools = self._tools(s)
+            if tools is not None:
+                known[s.sample_id] = tools
+        scanned = self._pool_tools
+        vocab = scanned if scanned is not None else self._source_tools(samples)
         out = []
         for s in samples:
             if s.sample_id not in known:
                 continue
             present, absent = known[s.sample_id]
-            absent = absent | (vocab[s.source] - present)
+            absent = absent | (vocab.get(s.source, set()) - present)
             ask_present = stable_unit(self.name, s.sample_id) < 0.5
             if not present or not absent:
                 ask_present = bool(present)

@@ -1,0 +1,95 @@
+"""Tasks moved from holding their pool to streaming it (``per_sample``) make exactly the items
+they made when they held it: instrument presence (whose absent tools come from the whole pool,
+read by ``scan``) and MedSG's one-image concept and patch tasks."""
+
+import pytest
+
+from medvqa_build.api import load_source
+from medvqa_build.generate import generate_items
+from medvqa_build.recipe import Recipe
+from medvqa_build.sources import get_source
+from medvqa_build.tasks.medsg_crops import Concept, Patch
+from medvqa_build.tasks.presence import InstrumentPresence
+
+from ...fixtures.sources import brats, msd
+from .conftest import SURGERY, run, surgical_samples, task
+
+PRESENCE = task(
+    "ip",
+    "instrument_presence",
+    SURGERY,
+    "Instrument Management",
+    "Instrument Presence",
+    n_options=2,
+    quota=60,
+)
+
+
+def _held(monkeypatch, *classes):
+    """The generate stage's old path for these tasks: the pool held, one ``candidates`` call."""
+    for cls in classes:
+        assert cls.per_sample  # streamed as built
+        monkeypatch.setattr(cls, "per_sample", False)
+
+
+def test_presence_streamed_equals_held_and_asks_about_absent_tools(monkeypatch):
+    # PSI-AVA-like frames: tools known from their boxes only (no 0/1 table), so a frame's
+    # absent tools are the other tools of its source, which one frame alone cannot tell
+    samples = surgical_samples(80)
+    streamed = run([PRESENCE], samples)
+    with monkeypatch.context() as m:
+        _held(m, InstrumentPresence)
+        held = run([PRESENCE], samples)
+    assert streamed.items and streamed.items == held.items
+    assert streamed.dropped == held.dropped and streamed.shortfall == held.shortfall
+    answers = [i.gt for i in streamed.items]
+    assert answers.count("No") >= 25 and answers.count("Yes") >= 25, answers
+
+
+def test_presence_reads_the_pool_through_scan_only():
+    """After ``scan``, one frame's candidates are those it gets among the whole pool."""
+    samples = surgical_samples(40)
+    whole = InstrumentPresence({}).candidates(samples)
+    gen = InstrumentPresence({})
+    gen.scan(iter(samples))  # a stream: read once
+    one_by_one = [c for s in samples for c in gen.candidates([s])]
+    assert [(c.sample.sample_id, c.truth, c.extra) for c in one_by_one] == [
+        (c.sample.sample_id, c.truth, c.extra) for c in whole
+    ]
+    # without the scan a lone frame has no absent tool to ask about: always "Yes"
+    alone = [c.truth for s in samples for c in InstrumentPresence({}).candidates([s])]
+    assert set(alone) == {"Yes"} and {c.truth for c in whole} == {"Yes", "No"}
+
+
+@pytest.fixture(scope="module")
+def medsg(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("medsg-streamed")
+    roots = {"msd": msd.write(tmp / "msd"), "brats": brats.write(tmp / "brats")}
+    samples = [s for sid, root in roots.items() for s in load_source(sid, root).samples]
+    recipe = Recipe.from_dict(
+        {
+            "name": "t",
+            "benchmark": "MedSG-test",
+            "seed": 3,
+            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
+            "tasks": [
+                {"name": k, "generator": k, "category": "Grounding", "task": k, "quota": 6}
+                for k in ("concept", "patch")
+            ],
+        }
+    )
+    return recipe, samples, {k: get_source(k).manifest for k in roots}
+
+
+def test_medsg_concept_and_patch_streamed_equal_held(medsg, tmp_path, monkeypatch):
+    recipe, samples, manifests = medsg
+    streamed = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
+    with monkeypatch.context() as m:
+        _held(m, Concept, Patch)
+        held = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "b")
+    assert {i.task for i in streamed.items} == {"concept", "patch"}
+    assert streamed.items == held.items and streamed.dropped == held.dropped
+    for item in streamed.items:  # the images drawn are the same too
+        for ref in item.images:
+            rel = ref.removeprefix("generated://")
+            assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
