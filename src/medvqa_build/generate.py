@@ -8,9 +8,8 @@ Memory stays bounded for the tasks that ask about one sample at a time (``per_sa
 generators, most of them): the pool is streamed once into a compact plan (sample id,
 position and truth of each candidate), then items are made in blocks, fetching only the
 block's samples; a task whose candidates also depend on the whole pool (instrument presence:
-the tools its source annotates) first reads it streamed through ``scan``. Multi-image tasks
-(MedSG views, tracking, diffs, cross-modal and referring) pair samples across the pool and hold
-it.
+the tools its source annotates) first reads it streamed through ``scan``. The tasks that pair
+samples across the pool (MedSG object tracking, cross-modal, referring) hold it.
 """
 
 from __future__ import annotations
@@ -247,7 +246,7 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
         order = _round_robin([names[c] for c in task.truth_codes], rng)
         task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
         return vocab, (), _planned_candidates(task, order, source)
-    # multi-image tasks pair samples across the pool: it is held while the task runs
+    # tasks that pair samples across the pool (MedSG tracking, referring): held while it runs
     pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))
     vocab = {src: gen.vocabulary([s for s in pool if s.source == src]) for src in task.sources}
     if task.visual:
@@ -277,7 +276,7 @@ def generate_items(
     each item is handed to it as it is made (e.g. written out) instead of kept in memory.
 
     ``samples`` may be a list or a :class:`~medvqa_build.tables.SampleTable`; a table is
-    read a batch at a time and never held whole (except by multi-image tasks)."""
+    read a batch at a time and never held whole (except by tasks that pair samples across it)."""
     result = GenerateResult()
     run = _Run(
         recipe=recipe,

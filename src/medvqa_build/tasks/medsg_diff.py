@@ -127,6 +127,7 @@ def shifted_change(
 
 class _DiffTask(MedSGTask):
     templates = DIFF_TEMPLATES
+    per_sample = True  # one slice at a time: the pool is streamed
     registered: bool = True
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:

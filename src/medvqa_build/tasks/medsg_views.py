@@ -59,6 +59,7 @@ def _inner_pixel(mask: np.ndarray) -> tuple[int, int]:
 @TASKS.register("multi_view")
 class MultiView(MedSGTask):
     name = "multi_view"
+    per_sample = True  # one slice at a time: the pool is streamed
     needs = "volume slice samples with a label volume (attributes label_volume, label_values)"
     templates = (
         "These images share one object in common (" + REF + "). Recognize and locate this "

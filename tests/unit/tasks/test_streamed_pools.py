@@ -1,6 +1,7 @@
 """Tasks moved from holding their pool to streaming it (``per_sample``) make exactly the items
 they made when they held it: instrument presence (whose absent tools come from the whole pool,
-read by ``scan``) and MedSG's one-image concept and patch tasks."""
+read by ``scan``) and the MedSG tasks built from one slice (concept, patch, multi-view and the
+two diffs)."""
 
 import pytest
 
@@ -9,6 +10,8 @@ from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
 from medvqa_build.tasks.medsg_crops import Concept, Patch
+from medvqa_build.tasks.medsg_diff import NonRegisteredDiff, RegisteredDiff
+from medvqa_build.tasks.medsg_views import MultiView
 from medvqa_build.tasks.presence import InstrumentPresence
 
 from ...fixtures.sources import brats, msd
@@ -61,6 +64,9 @@ def test_presence_reads_the_pool_through_scan_only():
     assert set(alone) == {"Yes"} and {c.truth for c in whole} == {"Yes", "No"}
 
 
+MEDSG_ONE_SLICE = ("concept", "patch", "multi_view", "Registered_Diff", "Non_Registered_Diff")
+
+
 @pytest.fixture(scope="module")
 def medsg(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("medsg-streamed")
@@ -74,20 +80,20 @@ def medsg(tmp_path_factory):
             "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
             "tasks": [
                 {"name": k, "generator": k, "category": "Grounding", "task": k, "quota": 6}
-                for k in ("concept", "patch")
+                for k in MEDSG_ONE_SLICE
             ],
         }
     )
     return recipe, samples, {k: get_source(k).manifest for k in roots}
 
 
-def test_medsg_concept_and_patch_streamed_equal_held(medsg, tmp_path, monkeypatch):
+def test_medsg_one_slice_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch):
     recipe, samples, manifests = medsg
     streamed = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
     with monkeypatch.context() as m:
-        _held(m, Concept, Patch)
+        _held(m, Concept, Patch, MultiView, RegisteredDiff, NonRegisteredDiff)
         held = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "b")
-    assert {i.task for i in streamed.items} == {"concept", "patch"}
+    assert {i.task for i in streamed.items} == set(MEDSG_ONE_SLICE)
     assert streamed.items == held.items and streamed.dropped == held.dropped
     for item in streamed.items:  # the images drawn are the same too
         for ref in item.images:
