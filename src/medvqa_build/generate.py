@@ -8,8 +8,9 @@ Memory stays bounded for the tasks that ask about one sample at a time (``per_sa
 generators, most of them): the pool is streamed once into a compact plan (sample id,
 position and truth of each candidate), then items are made in blocks, fetching only the
 block's samples; a task whose candidates also depend on the whole pool (instrument presence:
-the tools its source annotates) first reads it streamed through ``scan``. The tasks that pair
-samples across the pool (MedSG object tracking, cross-modal, referring) hold it.
+the tools its source annotates) first reads it streamed through ``scan``; a task whose items
+come from groups of samples (MedSG object tracking: a volume's slices) is planned a group at a
+time. The tasks that pair samples across the whole pool (MedSG cross-modal, referring) hold it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import string
 from array import array
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,6 +138,9 @@ class _Task:
     vocab_samples: dict[str, dict[str, Sample]] = field(default_factory=dict)
     fit_refs: _FitRefs = field(default_factory=_FitRefs)
     fit_labels: list[str | None] = field(default_factory=list)
+    # a task planned by groups (``pool_group``): the rows of each group, in key order; its
+    # plan's ``rows`` then hold group numbers
+    members: list[array] | None = None
 
     def in_pool(self, s: Sample) -> bool:
         return s.source in self.sources and self.spec.accepts(s) and s.group_id not in self.groups
@@ -166,6 +170,44 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
                 if task.visual and s.sample_id in embeddings:
                     task.fit_refs.append(s)
                     task.fit_labels.append(cands[0].truth if cands else None)
+
+
+def _plan_grouped(task: _Task, source) -> dict[str, list[str]]:
+    """Plan a task whose candidates come from groups of samples (``pool_group``: a volume's
+    slices along one axis, a video's frames) without holding the pool: one pass collects each
+    group's row numbers, a second hands each group's samples to ``candidates`` as soon as the
+    group is complete and keeps only the truths. Returns the vocabulary per source."""
+    gen = task.gen
+    keyed: dict = {}
+    for batch in source.numbered_batches():
+        for row, s in batch:
+            if task.in_pool(s) and (key := gen.pool_group(s)) is not None:
+                keyed.setdefault(key, array("q")).append(row)
+    keys = sorted(keyed)  # the order the held pool's candidates come in
+    number = {key: g for g, key in enumerate(keys)}
+    task.members = [keyed.pop(key) for key in keys]
+    pending: dict[int, list[Sample]] = {}
+    codes: list[array] = [array("i") for _ in keys]
+    truths: dict[str, set[str]] = defaultdict(set)
+    for batch in source.numbered_batches():
+        for _, s in batch:
+            if not task.in_pool(s) or (key := gen.pool_group(s)) is None:
+                continue
+            g = number[key]
+            group = pending.setdefault(g, [])
+            group.append(s)
+            if len(group) < len(task.members[g]):
+                continue
+            del pending[g]
+            for c in gen.candidates(group):
+                codes[g].append(task.truth_names.setdefault(c.truth, len(task.truth_names)))
+                truths[c.sample.source].add(c.truth)
+    for g, group_codes in enumerate(codes):
+        for k, code in enumerate(group_codes):
+            task.rows.append(g)
+            task.ordinals.append(k)
+            task.truth_codes.append(code)
+    return {src: sorted(truths.get(src, ())) for src in task.sources}
 
 
 def _fit(sampler, spec: TaskSpec, refs, labels, embeddings, seed: int) -> None:
@@ -216,22 +258,55 @@ def _no_embeddings(spec: TaskSpec) -> RecipeError:
     )
 
 
+def _blocks(task: _Task, order: list[int]) -> Iterator[list[int]]:
+    """``order`` cut into blocks of at most ``BLOCK`` candidates whose samples (the group's,
+    for a task planned by groups) number at most ``BLOCK`` too, unless one group has more."""
+    members = task.members
+    if members is None:
+        for start in range(0, len(order), BLOCK):
+            yield order[start : start + BLOCK]
+        return
+    block: list[int] = []
+    units: set[int] = set()
+    fetched = 0
+    for k in order:
+        unit = task.rows[k]
+        if unit not in units and block and fetched + len(members[unit]) > BLOCK:
+            yield block
+            block, units, fetched = [], set(), 0
+        if unit not in units:
+            units.add(unit)
+            fetched += len(members[unit])
+        block.append(k)
+        if len(block) == BLOCK:
+            yield block
+            block, units, fetched = [], set(), 0
+    if block:
+        yield block
+
+
 def _planned_candidates(task: _Task, order: list[int], source) -> Iterable[Candidate]:
     """The candidates at ``order``, rebuilt block by block from freshly fetched samples."""
     names = list(task.truth_names)
-    for start in range(0, len(order), BLOCK):
-        block = order[start : start + BLOCK]
-        found = source.take(task.rows[k] for k in block)
+    members = task.members
+    for block in _blocks(task, order):
+        units = {task.rows[k] for k in block}
+        if members is None:
+            found = source.take(units)
+            samples_of = {u: [found[u]] for u in units}
+        else:
+            found = source.take(r for u in units for r in members[u])
+            samples_of = {u: [found[r] for r in members[u]] for u in units}
         cands: dict[int, list[Candidate]] = {}
         for k in block:
             row = task.rows[k]
             if row not in cands:
-                cands[row] = task.gen.candidates([found[row]])
+                cands[row] = task.gen.candidates(samples_of[row])
             cand = cands[row][task.ordinals[k]]
             if cand.truth != names[task.truth_codes[k]]:  # the table changed: never guess
                 raise RuntimeError(f"sample {cand.sample.sample_id!r} changed during generate")
             yield cand
-        del found, cands
+        del found, samples_of, cands
         release_freed_memory(collect=False)
 
 
@@ -246,7 +321,12 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
         order = _round_robin([names[c] for c in task.truth_codes], rng)
         task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
         return vocab, (), _planned_candidates(task, order, source)
-    # tasks that pair samples across the pool (MedSG tracking, referring): held while it runs
+    if gen.groups_pool and not task.visual:  # planned group by group, the pool not held
+        vocab = _plan_grouped(task, source)
+        names = list(task.truth_names)
+        order = _round_robin([names[c] for c in task.truth_codes], rng)
+        return vocab, (), _planned_candidates(task, order, source)
+    # tasks that pair samples across the pool (MedSG cross-modal, referring): held while it runs
     pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))
     vocab = {src: gen.vocabulary([s for s in pool if s.source == src]) for src in task.sources}
     if task.visual:

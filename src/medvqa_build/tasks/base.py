@@ -126,6 +126,12 @@ class TaskGenerator(ABC):
     # tools a source annotates at all) sets this: :meth:`scan` then reads the pool, streamed,
     # before any ``candidates`` call, so the pool is still never held.
     scans_pool: ClassVar[bool] = False
+    # True when the candidates come from groups of samples (a volume's slices, a video's
+    # frames) that :meth:`pool_group` names: ``candidates(pool)`` must equal the candidates of
+    # each group's samples (in pool order), groups taken in sorted key order, a key naming one
+    # source, and the vocabulary must be the candidates' truths. The generate stage then holds
+    # one group at a time, not the pool.
+    groups_pool: ClassVar[bool] = False
 
     def __init__(self, params: dict | None = None):
         self.params = dict(params or {})
@@ -139,6 +145,11 @@ class TaskGenerator(ABC):
     def scan(self, samples: Iterable[Sample]) -> None:
         """Read the whole pool once (``scans_pool`` tasks): what :meth:`candidates` of one
         sample then needs to know about the others. The default needs nothing."""
+        return None
+
+    def pool_group(self, sample: Sample) -> tuple | None:
+        """``groups_pool`` tasks: the (sortable) key of the group a sample belongs to, None
+        when it can be in none."""
         return None
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:

@@ -132,6 +132,7 @@ def _position(s: Sample) -> int | None:
 @TASKS.register("object_tracking")
 class ObjectTracking(MedSGTask):
     name = "object_tracking"
+    groups_pool = True  # runs never cross a sequence: planned a sequence at a time
     needs = "neighbouring slices of one volume or frames of one video, with region masks"
     default_params = {"n_images": 4, "max_gap": 2}
     templates = (
@@ -140,17 +141,23 @@ class ObjectTracking(MedSGTask):
         "Follow " + REF + " through the sequence and find it in the {ordinal} image.",
     )
 
+    def pool_group(self, sample: Sample) -> tuple | None:
+        """One volume's slices along one axis (one channel), or one video's frames."""
+        if _position(sample) is None:
+            return None
+        s = sample
+        axis = s.slice.axis if s.slice is not None else "frame"
+        return (s.source, s.group_id, s.image, axis, s.attributes.get("channel", ""))
+
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         n, gap = int(self.param("n_images")), int(self.param("max_gap"))
         if not 2 <= n <= 6:
             raise ItemProblem(f"object_tracking: n_images must be 2..6, got {n}")
         groups: dict[tuple, list[Sample]] = defaultdict(list)
         for s in samples:
-            if _position(s) is not None:
-                axis = s.slice.axis if s.slice is not None else "frame"
-                groups[
-                    (s.source, s.group_id, s.image, axis, s.attributes.get("channel", ""))
-                ].append(s)
+            key = self.pool_group(s)
+            if key is not None:
+                groups[key].append(s)
         out = []
         for key in sorted(groups):
             seq = sorted(groups[key], key=_position)

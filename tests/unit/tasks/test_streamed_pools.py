@@ -1,17 +1,18 @@
 """Tasks moved from holding their pool to streaming it (``per_sample``) make exactly the items
 they made when they held it: instrument presence (whose absent tools come from the whole pool,
-read by ``scan``) and the MedSG tasks built from one slice (concept, patch, multi-view and the
-two diffs)."""
+read by ``scan``), the MedSG tasks built from one slice (concept, patch, multi-view and the
+two diffs) and object tracking, planned one sequence of slices at a time."""
 
 import pytest
 
+from medvqa_build import generate
 from medvqa_build.api import load_source
 from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
 from medvqa_build.tasks.medsg_crops import Concept, Patch
 from medvqa_build.tasks.medsg_diff import NonRegisteredDiff, RegisteredDiff
-from medvqa_build.tasks.medsg_views import MultiView
+from medvqa_build.tasks.medsg_views import MultiView, ObjectTracking
 from medvqa_build.tasks.presence import InstrumentPresence
 
 from ...fixtures.sources import brats, msd
@@ -84,11 +85,11 @@ def medsg(tmp_path_factory):
             ],
         }
     )
-    return recipe, samples, {k: get_source(k).manifest for k in roots}
+    return recipe, samples, {k: get_source(k).manifest for k in roots}, roots
 
 
 def test_medsg_one_slice_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch):
-    recipe, samples, manifests = medsg
+    recipe, samples, manifests, _ = medsg
     streamed = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
     with monkeypatch.context() as m:
         _held(m, Concept, Patch, MultiView, RegisteredDiff, NonRegisteredDiff)
@@ -99,3 +100,58 @@ def test_medsg_one_slice_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch)
         for ref in item.images:
             rel = ref.removeprefix("generated://")
             assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+
+
+def test_object_tracking_planned_by_sequence_equals_held(medsg, tmp_path, monkeypatch):
+    _, samples, manifests, roots = medsg
+    recipe = Recipe.from_dict(
+        {
+            "name": "t",
+            "benchmark": "MedSG-test",
+            "seed": 5,
+            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
+            "tasks": [
+                {
+                    "name": "track",
+                    "generator": "object_tracking",
+                    "category": "Grounding",
+                    "task": "object_tracking",
+                    "quota": 12,
+                    "params": {"n_images": 3},
+                }
+            ],
+        }
+    )
+    largest = {"planned": 0, "held": 0}
+    real = ObjectTracking.candidates
+
+    def spy(mode):
+        def candidates(self, group):
+            largest[mode] = max(largest[mode], len(group))
+            return real(self, group)
+
+        return candidates
+
+    with monkeypatch.context() as m:
+        m.setattr(generate, "BLOCK", 4)  # several blocks, a block cut by its groups' samples
+        m.setattr(ObjectTracking, "candidates", spy("planned"))
+        planned = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
+    with monkeypatch.context() as m:
+        m.setattr(ObjectTracking, "groups_pool", False)
+        m.setattr(ObjectTracking, "candidates", spy("held"))
+        held = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "b")
+    assert len(planned.items) == 12 and planned.items == held.items
+    assert planned.dropped == held.dropped and planned.shortfall == held.shortfall
+    for item in planned.items:
+        for ref in item.images:
+            rel = ref.removeprefix("generated://")
+            assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    # planned: never more than one sequence's slices at once; held: the whole pool
+    gen = ObjectTracking({"n_images": 3})
+    sequences = {}
+    for sample in samples:
+        if (key := gen.pool_group(sample)) is not None:
+            sequences[key] = sequences.get(key, 0) + 1
+    assert len(sequences) >= 2
+    assert largest["planned"] == max(sequences.values())
+    assert largest["held"] == len(samples)
