@@ -10,7 +10,8 @@ position and truth of each candidate), then items are made in blocks, fetching o
 block's samples; a task whose candidates also depend on the whole pool (instrument presence:
 the tools its source annotates) first reads it streamed through ``scan``; a task whose items
 come from groups of samples (MedSG object tracking: a volume's slices) is planned a group at a
-time. The tasks that pair samples across the whole pool (MedSG cross-modal, referring) hold it.
+time; a task whose items show other samples of the pool (MedSG cross-modal partners, referring
+fillers) gets its pool spilled to a temporary file and reads back only the samples it draws.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .packed import PackedStrings
 from .recipe import Recipe, TaskSpec
 from .records import Item, Sample
 from .rng import rng_for
+from .sample_spill import SampleSpill
 from .tables import as_sample_source
 from .tasks import TASKS, Candidate, GenContext, ItemProblem
 
@@ -141,6 +143,7 @@ class _Task:
     # a task planned by groups (``pool_group``): the rows of each group, in key order; its
     # plan's ``rows`` then hold group numbers
     members: list[array] | None = None
+    pool: SampleSpill | None = None  # a draws_from_pool task's pool, on disk
 
     def in_pool(self, s: Sample) -> bool:
         return s.source in self.sources and self.spec.accepts(s) and s.group_id not in self.groups
@@ -150,6 +153,7 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
     """One streaming pass over the samples plans every ``per_sample`` task of a phase."""
     for task in tasks:
         task.vocab_samples = {src: {} for src in task.sources}
+        task.pool = SampleSpill() if task.gen.draws_from_pool else None
         if task.gen.scans_pool:  # what one sample's candidates need to know of the others
             task.gen.scan(s for b in source.numbered_batches() for _, s in b if task.in_pool(s))
     for batch in source.numbered_batches():
@@ -157,6 +161,8 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
             for task in tasks:
                 if not task.in_pool(s):
                     continue
+                if task.pool is not None:
+                    task.pool.append(s)
                 cands = task.gen.candidates([s])
                 for k, c in enumerate(cands):
                     task.rows.append(row)
@@ -320,13 +326,14 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
         names = list(task.truth_names)
         order = _round_robin([names[c] for c in task.truth_codes], rng)
         task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
-        return vocab, (), _planned_candidates(task, order, source)
+        pool, task.pool = task.pool if task.pool is not None else (), None
+        return vocab, pool, _planned_candidates(task, order, source)
     if gen.groups_pool and not task.visual:  # planned group by group, the pool not held
         vocab = _plan_grouped(task, source)
         names = list(task.truth_names)
         order = _round_robin([names[c] for c in task.truth_codes], rng)
         return vocab, (), _planned_candidates(task, order, source)
-    # tasks that pair samples across the pool (MedSG cross-modal, referring): held while it runs
+    # any other task (a custom one pairing samples across the pool): the pool is held
     pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))
     vocab = {src: gen.vocabulary([s for s in pool if s.source == src]) for src in task.sources}
     if task.visual:

@@ -64,7 +64,7 @@ class GenContext:
     ontologies: dict[str, Ontology]
     manifests: dict[str, SourceManifest]
     out_dir: Path | None = None  # where synthesised images go (``generated://`` refs)
-    pool: tuple[Sample, ...] = ()  # every sample the task may use
+    pool: Sequence[Sample] = ()  # every sample the task may use (``draws_from_pool`` tasks)
     roots: dict[str, Path] = field(default_factory=dict)  # source id -> its files (or materialised)
 
     def write_image(self, name: str, rgb: np.ndarray) -> str:
@@ -132,6 +132,10 @@ class TaskGenerator(ABC):
     # source, and the vocabulary must be the candidates' truths. The generate stage then holds
     # one group at a time, not the pool.
     groups_pool: ClassVar[bool] = False
+    # A ``per_sample`` task whose items also show other samples of the pool (MedSG
+    # cross-modal partners, referring fillers) sets this: ``ctx.pool`` is then a
+    # :class:`~medvqa_build.sample_spill.SampleSpill` (on disk; a sample read when indexed).
+    draws_from_pool: ClassVar[bool] = False
 
     def __init__(self, params: dict | None = None):
         self.params = dict(params or {})

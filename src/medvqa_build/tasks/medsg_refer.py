@@ -9,6 +9,7 @@ AMOS MRI spleen) and across BraTS sequences of one case; referring names bare st
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -31,56 +32,80 @@ from .medsg_common import (
 )
 
 
+class _Codes:
+    """Small ints for the values of one field over the pool (-1: a value it never has)."""
+
+    def __init__(self) -> None:
+        self.of: dict = {}
+
+    def add(self, value) -> int:
+        return self.of.setdefault(value, len(self.of))
+
+    def get(self, value) -> int:
+        return self.of.get(value, -1)
+
+
 class _PoolIndex:
-    """The task's pool by structure label and by group, built once per pool, so that each
-    item's partner and fillers are drawn from short lists instead of a scan of the whole
-    pool (which made a MedSG build quadratic in its size). The draws are those of the scan:
-    the same candidates in pool order and the same calls on the item's generator."""
+    """The task's pool as positions by structure label and by group, with each sample's
+    group, modality, slice and MR sequence as codes, built in one pass over the pool (which
+    may be streamed: nothing of a sample but these codes is kept, ~40 bytes). Each item's
+    partner and fillers are drawn from short position lists instead of a scan of the whole
+    pool (which made a MedSG build quadratic), and only the drawn samples are read back. The
+    draws are those of the scan: the same candidates in pool order and the same calls on the
+    item's generator."""
 
     def __init__(self, pool: Sequence[Sample]):
-        self.pool = tuple(pool)
-        self.by_label: dict[str, list[Sample]] = defaultdict(list)
-        self.positions: dict[str | None, list[int]] = defaultdict(list)  # group -> positions
-        for i, s in enumerate(self.pool):
+        self.pool = pool
+        self.by_label: dict[str, array] = defaultdict(lambda: array("q"))
+        self.positions: dict[str | None, array] = defaultdict(lambda: array("q"))
+        self.groups, self.modalities = _Codes(), _Codes()
+        self.slices, self.sequences = _Codes(), _Codes()
+        group, modality, slice_, sequence = (array("i") for _ in range(4))
+        has_regions = bytearray()
+        for i, s in enumerate(pool):
             for label in {r.label for r in s.regions}:
-                self.by_label[label].append(s)
+                self.by_label[label].append(i)
             self.positions[s.group_id].append(i)
+            group.append(self.groups.add(s.group_id))
+            modality.append(self.modalities.add(s.modality))
+            slice_.append(self.slices.add(s.slice))
+            sequence.append(self.sequences.add(s.attributes.get("sequence", "")))
+            has_regions.append(bool(s.regions))
+        self.group, self.modality = np.asarray(group), np.asarray(modality)
+        self.slice, self.sequence = np.asarray(slice_), np.asarray(sequence)
+        self.has_regions = np.frombuffer(bytes(has_regions), np.uint8).astype(bool)
         self._without: dict[str, np.ndarray] = {}
-        self._by_case: dict[tuple[str, str | None], list[Sample]] = {}
-        self._other_modality: dict[tuple[str, str], list[Sample]] = {}
+
+    def labelled(self, label: str) -> np.ndarray:
+        """Positions of the samples showing ``label``, in pool order."""
+        return (
+            np.frombuffer(self.by_label[label], np.int64)
+            if label in self.by_label
+            else (np.zeros(0, np.int64))
+        )
 
     def without(self, label: str) -> np.ndarray:
         """Positions of the pool's samples with regions, none of them ``label``."""
         if label not in self._without:
-            self._without[label] = np.array(
-                [i for i, s in enumerate(self.pool) if s.regions and find_region(s, label) is None],
-                np.int64,
-            )
+            mask = self.has_regions.copy()
+            mask[self.labelled(label)] = False
+            self._without[label] = np.flatnonzero(mask).astype(np.int64)
         return self._without[label]
 
-    def of_group(self, label: str, group: str | None) -> list[Sample]:
-        """The samples showing ``label`` in ``group`` (``by_label`` order)."""
-        key = (label, group)
-        if key not in self._by_case:
-            groups: dict[str | None, list[Sample]] = defaultdict(list)
-            for s in self.by_label.get(label, ()):
-                groups[s.group_id].append(s)
-            for g, members in groups.items():
-                self._by_case[(label, g)] = members
-            self._by_case.setdefault(key, [])
-        return self._by_case[key]
+    def of_group(self, label: str, group: str | None) -> np.ndarray:
+        """Positions of the samples showing ``label`` in ``group`` (pool order)."""
+        at = self.labelled(label)
+        return at[self.group[at] == self.groups.get(group)]
 
-    def not_of_modality(self, label: str, modality: str) -> list[Sample]:
-        """The samples showing ``label`` in another modality (``by_label`` order)."""
-        key = (label, modality)
-        if key not in self._other_modality:
-            self._other_modality[key] = [
-                s for s in self.by_label.get(label, ()) if s.modality != modality
-            ]
-        return self._other_modality[key]
+    def not_of_modality(self, label: str, modality: str) -> np.ndarray:
+        """Positions of the samples showing ``label`` in another modality (pool order)."""
+        at = self.labelled(label)
+        return at[self.modality[at] != self.modalities.get(modality)]
 
 
 class _PoolTask(MedSGTask):
+    per_sample = True  # candidates are one slice's structures; the pool is read through codes
+    draws_from_pool = True
     _index: _PoolIndex | None = None
 
     def index(self, ctx: GenContext) -> _PoolIndex:
@@ -94,7 +119,7 @@ class _PoolTask(MedSGTask):
         """``k`` samples of other groups that do not show ``label`` (so the answer is unique):
         a uniform draw without replacement from those samples in pool order."""
         if other_modality:
-            return _fillers_by_scan(ctx, anchor, label, k)
+            return _fillers_of_other_modality(self.index(ctx), anchor, label, k, ctx.rng)
         if k == 0:
             return []  # a draw of none: no number is taken from the generator
         index = self.index(ctx)
@@ -144,16 +169,15 @@ class Crossmodal(_PoolTask):
         """Same case and slice in another MR sequence when there is one (BraTS), else the same
         structure in another modality (another dataset, another patient)."""
         index = self.index(ctx)
-        same_case = [
-            s
-            for s in index.of_group(label, a.group_id)
-            if s.slice == a.slice
-            and s.attributes.get("sequence", "") != a.attributes.get("sequence", "")
+        case = index.of_group(label, a.group_id)
+        same_case = case[
+            (index.slice[case] == index.slices.get(a.slice))
+            & (index.sequence[case] != index.sequences.get(a.attributes.get("sequence", "")))
         ]
-        other = same_case or index.not_of_modality(label, a.modality)
-        if not other:
+        other = same_case if len(same_case) else index.not_of_modality(label, a.modality)
+        if not len(other):
             raise ItemProblem(f"no image of {label!r} in another modality or sequence")
-        return other[int(ctx.rng.integers(len(other)))]
+        return index.pool[int(other[int(ctx.rng.integers(len(other)))])]
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         n = int(self.param("n_images"))
@@ -223,17 +247,17 @@ class Referring(_PoolTask):
         }
 
 
-def _fillers_by_scan(ctx: GenContext, anchor: Sample, label: str, k: int) -> list[Sample]:
-    """:meth:`_PoolTask.fillers` of another modality than the anchor's, by a scan of the
-    pool (no built-in task asks for it)."""
-    pool = [
-        s
-        for s in ctx.pool
-        if s.group_id != anchor.group_id
-        and find_region(s, label) is None
-        and s.regions
-        and s.modality != anchor.modality
+def _fillers_of_other_modality(
+    index: _PoolIndex, anchor: Sample, label: str, k: int, rng: np.random.Generator
+) -> list[Sample]:
+    """:meth:`_PoolTask.fillers` of another modality than the anchor's: a uniform draw
+    without replacement, in pool order, among the samples of other groups and modalities that
+    have regions but not ``label`` (no built-in task asks for it)."""
+    at = index.without(label)
+    at = at[
+        (index.group[at] != index.groups.get(anchor.group_id))
+        & (index.modality[at] != index.modalities.get(anchor.modality))
     ]
-    if len(pool) < k:
-        raise ItemProblem(f"only {len(pool)} images without {label!r} to add, need {k}")
-    return [pool[i] for i in sorted(ctx.rng.choice(len(pool), size=k, replace=False))]
+    if len(at) < k:
+        raise ItemProblem(f"only {len(at)} images without {label!r} to add, need {k}")
+    return [index.pool[int(at[i])] for i in sorted(rng.choice(len(at), size=k, replace=False))]

@@ -1,5 +1,6 @@
 """MedSG pool tasks draw partners and fillers from an index built once per pool; the draws
-must be exactly those of a scan of the whole pool (same samples, same generator calls)."""
+must be exactly those of a scan of the whole pool (same samples, same generator calls), whether
+the pool is held or kept on disk (``SampleSpill``, as the generate stage gives it)."""
 
 from types import SimpleNamespace
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from medvqa_build.records import Region, Sample, SliceRef
+from medvqa_build.sample_spill import SampleSpill
 from medvqa_build.tasks.base import ItemProblem
 from medvqa_build.tasks.medsg_common import find_region
 from medvqa_build.tasks.medsg_refer import Crossmodal, Referring
@@ -36,12 +38,15 @@ def _pool(rng, n: int) -> tuple[Sample, ...]:
     return tuple(pool)
 
 
-def _scan_fillers(ctx, anchor, label, k):
+def _scan_fillers(ctx, anchor, label, k, other_modality=False):
     """The scan the index replaced (tasks/medsg_refer.py before it)."""
     pool = [
         s
         for s in ctx.pool
-        if s.group_id != anchor.group_id and find_region(s, label) is None and s.regions
+        if s.group_id != anchor.group_id
+        and find_region(s, label) is None
+        and s.regions
+        and (not other_modality or s.modality != anchor.modality)
     ]
     if len(pool) < k:
         raise ItemProblem(f"only {len(pool)} images without {label!r} to add, need {k}")
@@ -63,27 +68,40 @@ def _scan_partner(ctx, a, label):
     return other[int(ctx.rng.integers(len(other)))]
 
 
+def _spilled(pool):
+    """The pool as the generate stage gives it: on disk, a few samples cached."""
+    spill = SampleSpill(cache=8)
+    for s in pool:
+        spill.append(s)
+    return spill
+
+
+@pytest.mark.parametrize("held", [True, False])
 @pytest.mark.parametrize("n", [12, 80, 300])
-def test_fillers_and_partners_equal_a_scan_of_the_pool(n):
+def test_fillers_and_partners_equal_a_scan_of_the_pool(n, held):
     rng = np.random.default_rng(n)
     pool = _pool(rng, n)
+    given = pool if held else _spilled(pool)
+    if not held:
+        assert list(given) == list(pool) and given[-1] == pool[-1] and len(given) == n
     task, crossmodal = Referring(), Crossmodal()
     for trial in range(60):
         anchor = pool[int(rng.integers(n))]
         label = str(rng.choice(LABELS))
         k = int(rng.integers(0, 5 if trial % 10 else n))  # sometimes more than there are
-        new = SimpleNamespace(pool=pool, rng=np.random.default_rng(trial))
-        old = SimpleNamespace(pool=pool, rng=np.random.default_rng(trial))
-        try:
-            got = [s.sample_id for s in task.fillers(new, anchor, label, k, other_modality=False)]
-        except ItemProblem as exc:
-            got = str(exc)
-        try:
-            want = [s.sample_id for s in _scan_fillers(old, anchor, label, k)]
-        except ItemProblem as exc:
-            want = str(exc)
-        assert got == want
-        assert new.rng.bit_generator.state == old.rng.bit_generator.state
+        for other_modality in (False, True):
+            new = SimpleNamespace(pool=given, rng=np.random.default_rng(trial))
+            old = SimpleNamespace(pool=pool, rng=np.random.default_rng(trial))
+            try:
+                got = [s.sample_id for s in task.fillers(new, anchor, label, k, other_modality)]
+            except ItemProblem as exc:
+                got = str(exc)
+            try:
+                want = [s.sample_id for s in _scan_fillers(old, anchor, label, k, other_modality)]
+            except ItemProblem as exc:
+                want = str(exc)
+            assert got == want
+            assert new.rng.bit_generator.state == old.rng.bit_generator.state
         if find_region(anchor, label) is None:
             continue
         try:

@@ -1,7 +1,8 @@
 """Tasks moved from holding their pool to streaming it (``per_sample``) make exactly the items
 they made when they held it: instrument presence (whose absent tools come from the whole pool,
-read by ``scan``), the MedSG tasks built from one slice (concept, patch, multi-view and the
-two diffs) and object tracking, planned one sequence of slices at a time."""
+read by ``scan``), the MedSG tasks asking about one slice's structure (concept, patch,
+multi-view, the two diffs, and cross-modal and referring, whose partners and fillers are read
+back from the pool by row number) and object tracking, planned one sequence at a time."""
 
 import pytest
 
@@ -12,6 +13,7 @@ from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
 from medvqa_build.tasks.medsg_crops import Concept, Patch
 from medvqa_build.tasks.medsg_diff import NonRegisteredDiff, RegisteredDiff
+from medvqa_build.tasks.medsg_refer import Crossmodal, Referring
 from medvqa_build.tasks.medsg_views import MultiView, ObjectTracking
 from medvqa_build.tasks.presence import InstrumentPresence
 
@@ -65,7 +67,17 @@ def test_presence_reads_the_pool_through_scan_only():
     assert set(alone) == {"Yes"} and {c.truth for c in whole} == {"Yes", "No"}
 
 
-MEDSG_ONE_SLICE = ("concept", "patch", "multi_view", "Registered_Diff", "Non_Registered_Diff")
+# one slice's structures each; cross-modal and referring also show partners and fillers drawn
+# from the pool, read back by row number
+MEDSG_PER_SAMPLE = (
+    "concept",
+    "patch",
+    "multi_view",
+    "Registered_Diff",
+    "Non_Registered_Diff",
+    "crossmodal",
+    "referring",
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,20 +93,22 @@ def medsg(tmp_path_factory):
             "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
             "tasks": [
                 {"name": k, "generator": k, "category": "Grounding", "task": k, "quota": 6}
-                for k in MEDSG_ONE_SLICE
+                for k in MEDSG_PER_SAMPLE
             ],
         }
     )
     return recipe, samples, {k: get_source(k).manifest for k in roots}, roots
 
 
-def test_medsg_one_slice_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch):
+def test_medsg_per_sample_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch):
     recipe, samples, manifests, _ = medsg
     streamed = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
     with monkeypatch.context() as m:
-        _held(m, Concept, Patch, MultiView, RegisteredDiff, NonRegisteredDiff)
+        _held(
+            m, Concept, Patch, MultiView, RegisteredDiff, NonRegisteredDiff, Crossmodal, Referring
+        )
         held = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "b")
-    assert {i.task for i in streamed.items} == set(MEDSG_ONE_SLICE)
+    assert {i.task for i in streamed.items} == set(MEDSG_PER_SAMPLE)
     assert streamed.items == held.items and streamed.dropped == held.dropped
     for item in streamed.items:  # the images drawn are the same too
         for ref in item.images:
