@@ -1,7 +1,15 @@
-"""Generation rules: balanced letters, deterministic items, group-disjoint instruction split."""
+"""Generation rules: balanced letters, deterministic items, group-disjoint instruction split,
+and the round-robin order over truths."""
 
+from array import array
+from collections import defaultdict
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
 import yaml
 
+from medvqa_build import generate
 from medvqa_build.api import load_source
 from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
@@ -42,3 +50,37 @@ def test_generation_is_deterministic_and_balanced(synthetic_root, repo):
     for item in a:
         assert item.options[ord(item.answer) - 65] == item.gt
         assert len(set(item.options)) == 4 and item.gt not in item.negatives.candidates
+
+
+def _round_robin_lists(truths, rng):
+    """The list-based round robin the array one replaced (generate.py before it)."""
+    by_truth = defaultdict(list)
+    for k, truth in enumerate(truths):
+        by_truth[truth].append(k)
+    queues = []
+    for truth in sorted(by_truth):
+        group = by_truth[truth]
+        queues.append([group[i] for i in rng.permutation(len(group))])
+    order = []
+    for depth in range(max((len(q) for q in queues), default=0)):
+        order += [q[depth] for q in queues if depth < len(q)]
+    return order
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_round_robin_order_and_draws_equal_the_list_version(seed):
+    rng = np.random.default_rng(seed)
+    labels = [f"label {k}" for k in rng.permutation(int(rng.integers(1, 12)))]
+    n = int(rng.integers(0, 400)) if seed else 0
+    weights = rng.random(len(labels))
+    truths = [labels[i] for i in rng.choice(len(labels), n, p=weights / weights.sum())]
+    a, b = np.random.default_rng(seed + 100), np.random.default_rng(seed + 100)
+    got = generate._round_robin(truths, a)
+    assert got.dtype == np.int64 and got.tolist() == _round_robin_lists(truths, b)
+    assert a.bit_generator.state == b.bit_generator.state  # the same draws, in the same order
+    # a plan's truth codes (first-seen order) rank by name alike
+    task = SimpleNamespace(truth_names={}, truth_codes=array("i"))
+    for t in truths:
+        task.truth_codes.append(task.truth_names.setdefault(t, len(task.truth_names)))
+    c = np.random.default_rng(seed + 100)
+    assert generate._order_of_plan(task, c).tolist() == got.tolist()
