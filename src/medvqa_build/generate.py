@@ -37,7 +37,7 @@ from .recipe import Recipe, TaskSpec
 from .records import Item, Sample
 from .rng import rng_for
 from .sample_spill import SampleSpill
-from .tables import as_sample_source
+from .tables import SampleTable, as_sample_source
 from .tasks import TASKS, Candidate, GenContext, ItemProblem
 
 LETTERS = string.ascii_uppercase
@@ -152,17 +152,26 @@ class _Task:
     # a task planned by groups (``pool_group``): the rows of each group, in key order; its
     # plan's ``rows`` then hold group numbers
     members: list[array] | None = None
-    pool: SampleSpill | None = None  # a draws_from_pool task's pool, on disk
+    pool: SampleSpill | list | None = None  # a draws_from_pool task's pool (on disk)
 
     def in_pool(self, s: Sample) -> bool:
         return s.source in self.sources and self.spec.accepts(s) and s.group_id not in self.groups
+
+
+def _new_pool(task: _Task, source) -> SampleSpill | list | None:
+    """Where a ``draws_from_pool`` task's pool is gathered while it is planned: on disk from a
+    table (its samples round-trip through their rows exactly), as references from a list that
+    is held anyway."""
+    if not task.gen.draws_from_pool:
+        return None
+    return SampleSpill() if isinstance(source, SampleTable) else []
 
 
 def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
     """One streaming pass over the samples plans every ``per_sample`` task of a phase."""
     for task in tasks:
         task.vocab_samples = {src: {} for src in task.sources}
-        task.pool = SampleSpill() if task.gen.draws_from_pool else None
+        task.pool = _new_pool(task, source)
         if task.gen.scans_pool:  # what one sample's candidates need to know of the others
             task.gen.scan(s for b in source.numbered_batches() for _, s in b if task.in_pool(s))
     for batch in source.numbered_batches():

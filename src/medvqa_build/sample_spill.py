@@ -1,36 +1,44 @@
 """A task's pool of samples kept on disk instead of memory.
 
 MedSG's cross-modal and referring tasks draw partners and fillers from their whole pool, so
-they held every pool sample (~2 kB each as objects: ~200 MiB for 10^5 slices). A
-:class:`SampleSpill` takes the pool as it streams past, pickled into an unlinked temporary
-file, and is indexed and iterated like the tuple of its samples: 8 bytes a sample stay in
-memory (its offset), a sample is unpickled when asked for (~40 µs), the last ``cache`` kept.
+they held every pool sample (~2.7 kB each as objects: ~270 MiB for 10^5 slices). A
+:class:`SampleSpill` takes the pool as it streams past and appends it, 64 samples at a time,
+to an unlinked temporary file as Arrow record batches of the sample table's schema (the rows
+a build's Parquet tables hold; nothing is ever deserialised as Python objects). It is indexed
+and iterated like the tuple of its samples: ~1 byte a sample stays in memory, a sample is
+decoded from its batch when asked for, the last ``cache`` of them kept.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
 import threading
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
 
 from .errors import RecipeError
 from .records import Sample
+from .schema import SAMPLE_SCHEMA
 
+BATCH = 64  # samples an Arrow batch: what one lookup decodes
 _POSITIONAL = hasattr(os, "pread")  # thread-safe reads without a lock (not on Windows)
 
 
 class SampleSpill(Sequence):
-    """Samples appended once (:meth:`append`), then read by position."""
+    """Samples appended (:meth:`append`), then read by position."""
 
     def __init__(self, dir: str | os.PathLike | None = None, cache: int = 1024):
         self.cache = cache
-        self._offsets = array("q", [0])
+        self._starts = array("q")  # first position of each written batch
+        self._offsets = array("q", [0])  # byte range of each written batch
+        self._pending: list[dict] = []  # rows not yet written
+        self._count = 0
         self._recent: dict[int, Sample] = {}
         self._lock = threading.Lock()
-        self._unflushed = False
         try:
             self._file = tempfile.TemporaryFile(dir=dir)  # noqa: SIM115 (closed by close())
         except OSError as exc:
@@ -42,30 +50,45 @@ class SampleSpill(Sequence):
             ) from exc
 
     def append(self, sample: Sample) -> None:
-        data = pickle.dumps(sample, protocol=pickle.HIGHEST_PROTOCOL)
+        self._pending.append(sample.to_row())
+        self._count += 1
+        if len(self._pending) == BATCH:
+            self._write()
+
+    def _write(self) -> None:
+        """Append the pending rows as one record batch."""
+        if not self._pending:
+            return
+        data = pa.RecordBatch.from_pylist(self._pending, schema=SAMPLE_SCHEMA).serialize()
         with self._lock:
-            self._file.seek(0, os.SEEK_END)
+            self._file.seek(self._offsets[-1])
             self._file.write(data)
-            self._unflushed = True
-        self._offsets.append(self._offsets[-1] + len(data))
+            self._file.flush()
+        self._starts.append(self._count - len(self._pending))
+        self._offsets.append(self._offsets[-1] + data.size)
+        self._pending = []
 
     def __len__(self) -> int:
-        return len(self._offsets) - 1
+        return self._count
 
-    def _read(self, i: int) -> Sample:
-        start, end = self._offsets[i], self._offsets[i + 1]
-        with self._lock:
-            if self._unflushed:
-                self._file.flush()
-                self._unflushed = False
-            if not _POSITIONAL:
-                self._file.seek(start)
-                data = self._file.read(end - start)
+    def _batch(self, b: int) -> pa.RecordBatch:
+        start, end = self._offsets[b], self._offsets[b + 1]
         if _POSITIONAL:
             data = os.pread(self._file.fileno(), end - start, start)
+        else:
+            with self._lock:
+                self._file.seek(start)
+                data = self._file.read(end - start)
         if len(data) != end - start:
             raise OSError(f"sample spill file ended early at byte {start + len(data)}")
-        return pickle.loads(data)
+        return pa.ipc.read_record_batch(pa.py_buffer(data), SAMPLE_SCHEMA)
+
+    def _read(self, i: int) -> Sample:
+        if self._pending:
+            self._write()
+        b = bisect_right(self._starts, i) - 1
+        row = self._batch(b).slice(i - self._starts[b], 1).to_pylist()[0]
+        return Sample.from_row(row)
 
     def __getitem__(self, i):
         if isinstance(i, slice):
@@ -80,7 +103,10 @@ class SampleSpill(Sequence):
         return s
 
     def __iter__(self) -> Iterator[Sample]:
-        return (self._read(i) for i in range(len(self)))
+        if self._pending:
+            self._write()
+        for b in range(len(self._starts)):
+            yield from (Sample.from_row(r) for r in self._batch(b).to_pylist())
 
     def close(self) -> None:
         self._file.close()

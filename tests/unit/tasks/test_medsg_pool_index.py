@@ -30,7 +30,7 @@ def _pool(rng, n: int) -> tuple[Sample, ...]:
                 8,
                 str(rng.choice(["CT", "MRI"])),
                 regions=regions,
-                group_id=None if rng.random() < 0.1 else f"case{int(rng.integers(9))}",
+                group_id="" if rng.random() < 0.1 else f"case{int(rng.integers(9))}",
                 slice=SliceRef("axial", int(rng.integers(3))),
                 attributes={"sequence": str(rng.choice(["t1", "t2", "flair"]))},
             )

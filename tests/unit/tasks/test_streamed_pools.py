@@ -10,7 +10,10 @@ from medvqa_build import generate
 from medvqa_build.api import load_source
 from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
+from medvqa_build.sample_spill import SampleSpill
+from medvqa_build.schema import write_samples
 from medvqa_build.sources import get_source
+from medvqa_build.tables import SampleTable
 from medvqa_build.tasks.medsg_crops import Concept, Patch
 from medvqa_build.tasks.medsg_diff import NonRegisteredDiff, RegisteredDiff
 from medvqa_build.tasks.medsg_refer import Crossmodal, Referring
@@ -85,6 +88,9 @@ def medsg(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("medsg-streamed")
     roots = {"msd": msd.write(tmp / "msd"), "brats": brats.write(tmp / "brats")}
     samples = [s for sid, root in roots.items() for s in load_source(sid, root).samples]
+    # a table, as a build reads it: cross-modal and referring then keep their pool on disk
+    write_samples(samples, tmp / "samples.parquet")
+    samples = SampleTable([tmp / "samples.parquet"], batch_rows=7)
     recipe = Recipe.from_dict(
         {
             "name": "t",
@@ -102,7 +108,22 @@ def medsg(tmp_path_factory):
 
 def test_medsg_per_sample_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch):
     recipe, samples, manifests, _ = medsg
-    streamed = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
+    spills, reads = [], []
+
+    class Spy(SampleSpill):  # records that the pools went to disk and were read back
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            spills.append(self)
+
+        def _read(self, i):
+            reads.append(i)
+            return super()._read(i)
+
+    with monkeypatch.context() as m:
+        m.setattr(generate, "SampleSpill", Spy)
+        streamed = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "a")
+    assert len(spills) == 2 and all(len(s) == len(samples) for s in spills)  # every slice
+    assert reads  # partners and fillers came back from disk
     with monkeypatch.context() as m:
         _held(
             m, Concept, Patch, MultiView, RegisteredDiff, NonRegisteredDiff, Crossmodal, Referring
