@@ -14,14 +14,10 @@ when the object is closed or collected; it never appears under a name.
 from __future__ import annotations
 
 import os
-import tempfile
-import threading
 
 import numpy as np
 
-from .errors import RecipeError
-
-_POSITIONAL = hasattr(os, "preadv") and hasattr(os, "pwrite")  # thread-safe without a lock
+from .scratch_file import ScratchFile
 
 
 class RowFile:
@@ -32,20 +28,13 @@ class RowFile:
         self.n, self.width = int(n), int(width)
         self.row_bytes = self.width * self.dtype.itemsize
         self.dir = dir
-        self._lock = threading.Lock()
-        try:
-            # unlinked at once where the OS allows; closed by close() or on collection
-            self._file = tempfile.TemporaryFile(dir=dir)  # noqa: SIM115
-            self._fd = self._file.fileno()
-            os.ftruncate(self._fd, self.n * self.row_bytes)  # sparse: unwritten rows read 0
-        except OSError as exc:
-            folder = dir if dir is not None else tempfile.gettempdir()
-            raise RecipeError(
-                f"cannot keep {self.n * self.row_bytes / 2**20:.0f} MiB of rows on disk: {exc}",
-                where=str(folder),
-                fix="point spill_dir (the sampler's params) or TMPDIR at a writable folder "
-                "with room for them",
-            ) from exc
+        self._scratch = ScratchFile(
+            f"{self.n * self.row_bytes / 2**20:.0f} MiB of rows",
+            fix="point spill_dir (the sampler's params) or TMPDIR at a writable folder with "
+            "room for them",
+            dir=dir,
+            size=self.n * self.row_bytes,
+        )
 
     # -- array-like ---------------------------------------------------------------------------
 
@@ -100,16 +89,7 @@ class RowFile:
         block = np.ascontiguousarray(block, dtype=self.dtype).reshape(-1, self.width)
         if start < 0 or start + len(block) > self.n:
             raise IndexError(f"rows {start}..{start + len(block)} out of range for {self.n} rows")
-        view = memoryview(block).cast("B")
-        offset = start * self.row_bytes
-        if not _POSITIONAL:  # no pwrite (Windows): seek and write under the file's lock
-            with self._lock:
-                self._file.seek(offset)
-                self._file.write(view)
-            return
-        while view:
-            done = os.pwrite(self._fd, view, offset)
-            view, offset = view[done:], offset + done
+        self._scratch.write_at(start * self.row_bytes, block)
 
     def write_rows(self, rows: np.ndarray, block: np.ndarray) -> None:
         """Write row ``block[j]`` at row ``rows[j]`` (runs of consecutive rows at once); safe
@@ -124,25 +104,7 @@ class RowFile:
             self.write(r, block[a:b])
 
     def _pread(self, out: np.ndarray, start: int) -> None:
-        view = memoryview(out).cast("B")
-        offset = start * self.row_bytes
-        if not _POSITIONAL:
-            with self._lock:
-                self._file.seek(offset)
-                got = self._file.readinto(view)
-            if got != len(view):
-                raise OSError(f"row file ended early at byte {offset + got}")
-            return
-        while view:
-            got = os.preadv(self._fd, [view], offset)
-            if got == 0:
-                raise OSError(f"row file ended early at byte {offset}")
-            view, offset = view[got:], offset + got
+        self._scratch.readinto_at(start * self.row_bytes, out)
 
     def close(self) -> None:
-        self._file.close()
-
-    def __del__(self) -> None:
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.close()
+        self._scratch.close()

@@ -12,20 +12,17 @@ decoded from its batch when asked for, the last ``cache`` of them kept.
 from __future__ import annotations
 
 import os
-import tempfile
-import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 
-from .errors import RecipeError
 from .records import Sample
 from .schema import SAMPLE_SCHEMA
+from .scratch_file import ScratchFile
 
 BATCH = 64  # samples an Arrow batch: what one lookup decodes
-_POSITIONAL = hasattr(os, "pread")  # thread-safe reads without a lock (not on Windows)
 
 
 class SampleSpill(Sequence):
@@ -38,16 +35,9 @@ class SampleSpill(Sequence):
         self._pending: list[dict] = []  # rows not yet written
         self._count = 0
         self._recent: dict[int, Sample] = {}
-        self._lock = threading.Lock()
-        try:
-            self._file = tempfile.TemporaryFile(dir=dir)  # noqa: SIM115 (closed by close())
-        except OSError as exc:
-            folder = dir if dir is not None else tempfile.gettempdir()
-            raise RecipeError(
-                f"cannot keep a task's pool on disk: {exc}",
-                where=str(folder),
-                fix="point TMPDIR at a writable folder with room for it",
-            ) from exc
+        self._scratch = ScratchFile(
+            "a task's pool", fix="point TMPDIR at a writable folder with room for it", dir=dir
+        )
 
     def append(self, sample: Sample) -> None:
         self._pending.append(sample.to_row())
@@ -60,10 +50,7 @@ class SampleSpill(Sequence):
         if not self._pending:
             return
         data = pa.RecordBatch.from_pylist(self._pending, schema=SAMPLE_SCHEMA).serialize()
-        with self._lock:
-            self._file.seek(self._offsets[-1])
-            self._file.write(data)
-            self._file.flush()
+        self._scratch.write_at(self._offsets[-1], data)
         self._starts.append(self._count - len(self._pending))
         self._offsets.append(self._offsets[-1] + data.size)
         self._pending = []
@@ -73,14 +60,7 @@ class SampleSpill(Sequence):
 
     def _batch(self, b: int) -> pa.RecordBatch:
         start, end = self._offsets[b], self._offsets[b + 1]
-        if _POSITIONAL:
-            data = os.pread(self._file.fileno(), end - start, start)
-        else:
-            with self._lock:
-                self._file.seek(start)
-                data = self._file.read(end - start)
-        if len(data) != end - start:
-            raise OSError(f"sample spill file ended early at byte {start + len(data)}")
+        data = self._scratch.read_at(start, end - start)
         return pa.ipc.read_record_batch(pa.py_buffer(data), SAMPLE_SCHEMA)
 
     def _read(self, i: int) -> Sample:
@@ -109,9 +89,4 @@ class SampleSpill(Sequence):
             yield from (Sample.from_row(r) for r in self._batch(b).to_pylist())
 
     def close(self) -> None:
-        self._file.close()
-
-    def __del__(self) -> None:
-        file = getattr(self, "_file", None)
-        if file is not None:
-            file.close()
+        self._scratch.close()
