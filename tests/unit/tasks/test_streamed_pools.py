@@ -83,6 +83,26 @@ MEDSG_PER_SAMPLE = (
 )
 
 
+def _medsg_recipe(roots, seed, tasks):
+    return Recipe.from_dict(
+        {
+            "name": "t",
+            "benchmark": "MedSG-test",
+            "seed": seed,
+            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
+            "tasks": [{"category": "Grounding", **t} for t in tasks],
+        }
+    )
+
+
+def _assert_same_images(items, a, b):
+    """Every image of ``items`` is byte-identical in output folders ``a`` and ``b``."""
+    for item in items:
+        for ref in item.images:
+            rel = ref.removeprefix("generated://")
+            assert (a / rel).read_bytes() == (b / rel).read_bytes()
+
+
 @pytest.fixture(scope="module")
 def medsg(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("medsg-streamed")
@@ -91,17 +111,8 @@ def medsg(tmp_path_factory):
     # a table, as a build reads it: cross-modal and referring then keep their pool on disk
     write_samples(samples, tmp / "samples.parquet")
     samples = SampleTable([tmp / "samples.parquet"], batch_rows=7)
-    recipe = Recipe.from_dict(
-        {
-            "name": "t",
-            "benchmark": "MedSG-test",
-            "seed": 3,
-            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
-            "tasks": [
-                {"name": k, "generator": k, "category": "Grounding", "task": k, "quota": 6}
-                for k in MEDSG_PER_SAMPLE
-            ],
-        }
+    recipe = _medsg_recipe(
+        roots, 3, [{"name": k, "generator": k, "task": k, "quota": 6} for k in MEDSG_PER_SAMPLE]
     )
     return recipe, samples, {k: get_source(k).manifest for k in roots}, roots
 
@@ -131,32 +142,13 @@ def test_medsg_per_sample_tasks_streamed_equal_held(medsg, tmp_path, monkeypatch
         held = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "b")
     assert {i.task for i in streamed.items} == set(MEDSG_PER_SAMPLE)
     assert streamed.items == held.items and streamed.dropped == held.dropped
-    for item in streamed.items:  # the images drawn are the same too
-        for ref in item.images:
-            rel = ref.removeprefix("generated://")
-            assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    _assert_same_images(streamed.items, tmp_path / "a", tmp_path / "b")
 
 
 def test_object_tracking_planned_by_sequence_equals_held(medsg, tmp_path, monkeypatch):
     _, samples, manifests, roots = medsg
-    recipe = Recipe.from_dict(
-        {
-            "name": "t",
-            "benchmark": "MedSG-test",
-            "seed": 5,
-            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
-            "tasks": [
-                {
-                    "name": "track",
-                    "generator": "object_tracking",
-                    "category": "Grounding",
-                    "task": "object_tracking",
-                    "quota": 12,
-                    "params": {"n_images": 3},
-                }
-            ],
-        }
-    )
+    track = {"name": "track", "generator": "object_tracking", "task": "object_tracking"}
+    recipe = _medsg_recipe(roots, 5, [{**track, "quota": 12, "params": {"n_images": 3}}])
     largest = {"planned": 0, "held": 0}
     real = ObjectTracking.candidates
 
@@ -177,10 +169,7 @@ def test_object_tracking_planned_by_sequence_equals_held(medsg, tmp_path, monkey
         held = generate_items(recipe, samples, manifests, False, out_dir=tmp_path / "b")
     assert len(planned.items) == 12 and planned.items == held.items
     assert planned.dropped == held.dropped and planned.shortfall == held.shortfall
-    for item in planned.items:
-        for ref in item.images:
-            rel = ref.removeprefix("generated://")
-            assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes()
+    _assert_same_images(planned.items, tmp_path / "a", tmp_path / "b")
     # planned: never more than one sequence's slices at once; held: the whole pool
     gen = ObjectTracking({"n_images": 3})
     sequences = {}
