@@ -282,7 +282,7 @@ def _no_embeddings(spec: TaskSpec) -> RecipeError:
     )
 
 
-def _blocks(task: _Task, order: list[int]) -> Iterator[list[int]]:
+def _blocks(task: _Task, order: Sequence[int]) -> Iterator[Sequence[int]]:
     """``order`` cut into blocks of at most ``BLOCK`` candidates whose samples (the group's,
     for a task planned by groups) number at most ``BLOCK`` too, unless one group has more."""
     members = task.members
@@ -309,7 +309,7 @@ def _blocks(task: _Task, order: list[int]) -> Iterator[list[int]]:
         yield block
 
 
-def _planned_candidates(task: _Task, order: list[int], source) -> Iterable[Candidate]:
+def _planned_candidates(task: _Task, order: Sequence[int], source) -> Iterable[Candidate]:
     """The candidates at ``order``, rebuilt block by block from freshly fetched samples."""
     names = list(task.truth_names)
     members = task.members
@@ -339,7 +339,7 @@ def _order_of_plan(task: _Task, rng) -> np.ndarray:
     names = list(task.truth_names)
     rank_of_code = np.empty(len(names), np.int64)
     rank_of_code[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
-    codes = np.frombuffer(task.truth_codes, np.int32) if task.truth_codes else np.zeros(0, int)
+    codes = np.frombuffer(task.truth_codes, f"i{task.truth_codes.itemsize}")  # C int: no copy
     return _round_robin_codes(rank_of_code[codes], rng)
 
 
