@@ -38,8 +38,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from medvqa_build.convert import convert_source
 from medvqa_build.sources import get_source
+from medvqa_build.stages.convert import convert_source
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".gif", ".webp"}
 

@@ -5,17 +5,19 @@ Run: ``python benchmarks/bench_render.py [--images 60] [--scale 1] [--rounds 3] 
 
 Items are built as the generate stage builds them (a planned shape carrying the converted
 region's box and RLE mask; ``multi`` = the lesion box plus a second box in another colour) on
-the converted synthetic-endo source, and each is rendered with the stage's own
-``render_stage.render_one``: read + decode the source file, draw, check pixel alignment,
-encode, write the file.
+the converted synthetic-endo source, and rendered as the stage's workers render them, a chunk
+of up to ``stages.render.CHUNK`` items at a time (``stages.render._render_chunk``): read the
+source files, plan the marks and check the stroke buffers (contours), then decode, draw, check
+pixel alignment, encode and write each file.
 
 The baseline does the I/O that no prompt level can avoid, with bare cv2 on the same files:
 read + decode (to RGB), encode as JPEG q92 (from BGR), write the file the same way.
 
-Columns: ``stage`` = ``render_one`` as the build runs it (``image`` on a plain JPEG/PNG at
-native size does nothing at all: the source file is published as it is; ``coord`` decodes,
-records and checks but encodes nothing); ``encoded`` = the same steps but always encoding and
-writing the image, as the stage does for a resized image, a video frame, a slice or a DICOM.
+Columns: ``stage`` = the chunk as the build runs it (``image`` on a plain JPEG/PNG at native
+size does nothing at all: the source file is published as it is; ``coord`` decodes, records
+and checks but encodes nothing); ``encoded`` = one item at a time, planned after decoding
+(``render_in_place``), always encoding and writing the image, as the stage does for a video
+frame, a slice or a DICOM.
 A ratio is baseline time / level time, each level timed right after the baseline in every
 round (median of the rounds): 1.0 = the prompt costs nothing beyond the codec; the goal is
 >= 0.8. ``--clock cpu`` (default) times this process's CPU, which other busy processes on
@@ -34,20 +36,16 @@ import cv2
 import numpy as np
 
 from medvqa_build.api import load_source, make_synthetic
-from medvqa_build.images import (
-    encode_image,
-    resolve_image,
-    source_ref,
-    split_fragment,
-    write_bytes_atomic,
-)
+from medvqa_build.media.encode import encode_image
 from medvqa_build.media.load import load_ref_rgb
+from medvqa_build.media.refs import resolve_image, source_ref, split_fragment
 from medvqa_build.recipe import RenderSpec
 from medvqa_build.records import DrawnShape, Item, Region
-from medvqa_build.render import PROMPT_LEVELS, Mark, Style
+from medvqa_build.render import Mark, Style, prompt_levels
+from medvqa_build.render.alignment import check_alignment, check_strokes
 from medvqa_build.render.base import render_in_place
-from medvqa_build.render_stage import RenderJob, render_one
-from medvqa_build.validate.alignment import check_alignment
+from medvqa_build.stages.render import CHUNK, RenderJob, _render_chunk
+from medvqa_build.store.atomic import write_atomic
 
 SOURCE = "synthetic-endo"
 QUALITY = 92
@@ -99,14 +97,15 @@ def _baseline(items: list[Item], job: RenderJob, paths: list[Path]) -> None:
         ok, buf = cv2.imencode(
             ".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, QUALITY]
         )
-        write_bytes_atomic(job.out / f"images/{item.item_id}_0.jpg", buf.tobytes())
+        write_atomic(job.out / f"images/{item.item_id}_0.jpg", buf.tobytes())
 
 
 def _stage(items: list[Item], job: RenderJob) -> None:
-    for item in items:
-        done = render_one(item, job)
-        if done.item is None or done.problems:
-            raise SystemExit(f"{item.item_id} did not render cleanly: {done}")
+    for start in range(0, len(items), CHUNK):  # in chunks, as the stage's workers take them
+        chunk = items[start : start + CHUNK]
+        for item, done in zip(chunk, _render_chunk((chunk, job)), strict=True):
+            if done.item is None or done.problems:
+                raise SystemExit(f"{item.item_id} did not render cleanly: {done}")
 
 
 def _encoded(items: list[Item], job: RenderJob) -> None:
@@ -121,17 +120,23 @@ def _encoded(items: list[Item], job: RenderJob) -> None:
         ]
         drawn = render_in_place(item.prompt_level, clean, marks, style, root=job.roots[item.source])
         result = drawn.result
-        if check_alignment(
-            drawn.before,
-            result.image,
-            result.shapes,
-            item.item_id,
-            decoded=result.decoded or None,
-            origin=drawn.origin,
-        ):
+        if drawn.strokes:  # drawn into stroke buffers (contours): checked on them
+            problems = check_strokes(
+                drawn.before, result.image, drawn.strokes, item.item_id, origin=drawn.origin
+            )
+        else:
+            problems = check_alignment(
+                drawn.before,
+                result.image,
+                result.shapes,
+                item.item_id,
+                decoded=result.decoded or None,
+                origin=drawn.origin,
+            )
+        if problems:
             raise SystemExit(f"{item.item_id}: alignment problems")
         data = encode_image(result.image, "jpeg", QUALITY)
-        write_bytes_atomic(job.out / f"images/{item.item_id}_0.jpg", data)
+        write_atomic(job.out / f"images/{item.item_id}_0.jpg", data)
 
 
 def _upscale(root: Path, scale: float) -> None:
@@ -191,7 +196,7 @@ def main() -> None:
         job = RenderJob(
             roots={SOURCE: root}, out=Path(tmp) / "out", spec=RenderSpec(jpeg_quality=QUALITY)
         )
-        levels = {lv: [_item(s, lv, i) for i, s in enumerate(samples)] for lv in PROMPT_LEVELS}
+        levels = {lv: [_item(s, lv, i) for i, s in enumerate(samples)] for lv in prompt_levels()}
         # each level is timed right after the baseline in every round, so drifting machine load
         # hits both alike; a level's ratio is the median of its rounds' ratios
         base, stage, encoded = [], {lv: [] for lv in levels}, {lv: [] for lv in levels}

@@ -106,18 +106,18 @@ def stage_timer() -> Iterator[list[tuple[str, float, bool, float]]]:
     """Record ``(stage, seconds, reused, peak RSS MiB after it)`` of every stage run by the
     pipeline in this block (the peak is the process's high-water mark so far)."""
     import medvqa_build.pipeline  # noqa: F401  (loads every module that runs stages)
-    from medvqa_build import runner
+    from medvqa_build.pipeline import runner
 
     real = runner.run_stage
     log: list[tuple[str, float, bool, float]] = []
 
-    def timed(build_dir, name, key, inputs, build):
+    def timed(build_dir, stage, key, inputs, build):
         start = time.perf_counter()
-        res = real(build_dir, name, key, inputs, build)
-        log.append((f"{name}:{key}", time.perf_counter() - start, res.reused, peak_rss_mib()))
+        res = real(build_dir, stage, key, inputs, build)
+        log.append((f"{stage.name}:{key}", time.perf_counter() - start, res.reused, peak_rss_mib()))
         return res
 
-    # every module that imported run_stage by name (pipeline, embed_stage, ...)
+    # every module that imported run_stage by name (the build loop)
     users = [
         m
         for name, m in list(sys.modules.items())
@@ -170,11 +170,11 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
     """
     import medvqa_build.pipeline  # noqa: F401  (imports counted in the baseline)
     from medvqa_build.api import build, load_recipe
-    from medvqa_build.convert import convert_to
-    from medvqa_build.generate import generate_items
-    from medvqa_build.schema import ItemWriter
     from medvqa_build.sources import get_source
-    from medvqa_build.tables import SampleTable
+    from medvqa_build.stages.convert import convert_source
+    from medvqa_build.stages.generate import generate_items
+    from medvqa_build.store.parquet import ItemWriter
+    from medvqa_build.store.tables import SampleTable
 
     baseline = peak_rss_mib()
     overrides = scaled_overrides(root, n_images, work / "cache")
@@ -186,7 +186,7 @@ def measure(mode: str, root: Path, n_images: int, work: Path) -> dict:
             build(recipe, work / "out", progress=False)
     else:
         t = time.perf_counter()
-        convert_to("synthetic-endo", root, work / "samples.parquet", progress=False)
+        convert_source("synthetic-endo", root, work / "samples.parquet", progress=False)
         stages.append(("convert", time.perf_counter() - t, False, peak_rss_mib()))
         if mode == "convert+generate":
             import yaml

@@ -38,13 +38,15 @@ SOURCES = (
 # size keywords of the fixture writers that have them; the rest write their default replica.
 # kvasir/hyperkvasir: landmark, organ, lesion, severity and bowel-preparation classes;
 # wcebleedgen: frames to count bleeding regions on; psi-ava: keyframes with phases, steps and
-# single per-instrument actions (the contract replica has too few distinct ones); endovis18:
+# single per-instrument actions (the contract replica has too few distinct ones); see-ai:
+# single-label frames of several classes (lesion type needs a few per source); endovis18:
 # frames with instruments18 XML (instrument boxes and tool-tissue interactions).
 SCALED: dict[str, dict[str, int]] = {
     "kvasir": {"per_class": 6},
     "hyperkvasir": {"per_class": 6},
     "wcebleedgen": {"extra_bleeding": 12},
     "psi-ava": {"extra": 36},
+    "see-ai": {"extra": 12},
     "endovis18": {"extra": 48},
 }
 

@@ -16,15 +16,15 @@ import numpy as np
 from medvqa_build.records import MaskRef, Region
 from medvqa_build.render import (
     COORD_HINTS,
-    PROMPT_LEVELS,
     Mark,
     coord_text,
+    prompt_levels,
     region_box,
     render,
     sample_distractor_boxes,
 )
+from medvqa_build.render.alignment import check_alignment
 from medvqa_build.sources.synthetic_endo import write_synthetic_endo
-from medvqa_build.validate.alignment import check_alignment
 
 OUT = Path(__file__).resolve().parents[1] / "images" / "prompt_levels"
 STEM = "img_00000"  # the first still is a polyp with a mask (synthetic-endo cycles findings)
@@ -48,7 +48,7 @@ def main() -> int:
             Mark(Region("distractor", bbox=b), c)
             for b, c in zip(others, ("red", "yellow", "green"), strict=True)
         ]
-        for level in PROMPT_LEVELS:
+        for level in prompt_levels():
             marks = multi if level == "multi" else [Mark(polyp, "green")]
             result = render(level, clean, marks, root=root)
             problems = check_alignment(clean, result.image, result.shapes, f"docs:{level}")

@@ -5,9 +5,16 @@
 >>> result.items_frame().head()                            # doctest: +SKIP
 """
 
-__version__ = "0.1.0"
-
-from .api import build, convert_source, list_sources, load_recipe, load_source, make_synthetic  # noqa: E402
+from ._version import __version__  # noqa: E402, F401
+from .api import (  # noqa: E402
+    build,
+    convert_source,
+    inspect_source,
+    list_sources,
+    load_recipe,
+    load_source,
+    make_synthetic,
+)
 from .recipe import Recipe  # noqa: E402
 from .records import Item, MaskRef, Region, Sample  # noqa: E402
 
@@ -19,6 +26,7 @@ __all__ = [
     "Sample",
     "build",
     "convert_source",
+    "inspect_source",
     "list_sources",
     "load_recipe",
     "load_source",

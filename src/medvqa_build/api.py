@@ -1,15 +1,30 @@
-"""The Python API a notebook uses; the CLI is a thin layer over these same functions."""
+"""The Python API a notebook uses; each CLI command is a thin layer over one of these."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-from .convert import ConvertResult, convert_source, scan_source
-from .pipeline import BuildResult
+from .errors import UsageError, ValidationFailed
+from .export import EXPORTERS
+from .export.hub import PushResult, push
+from .layouts.discovery import RootResolution
+from .pipeline import BuildDir, BuildResult
 from .pipeline import build as _build
+from .pipeline.clean import Stale
+from .pipeline.clean import clean_build as _clean_build
 from .recipe import Recipe
+from .records import QuarantineEntry
+from .review import apply_decisions, write_preview
 from .sources import GENERATORS, Source, all_sources, get_source
+from .sources.inspection import SourceInspection
+from .sources.inspection import inspect_source as _inspect_source
+from .stages.convert import ConvertResult, convert_source, quarantine_path_for, scan_source
+from .stages.export import export_context
+from .stages.validate import ValidationInputs, validate
+from .store.quarantine import read_quarantine
+from .validate import Problem, write_validation_report
 
 
 def list_sources() -> list[Source]:
@@ -20,6 +35,26 @@ def list_sources() -> list[Source]:
 def load_source(source_id: str, root: str | os.PathLike, verify: str = "header") -> ConvertResult:
     """Scan a source root into samples + quarantine (``.to_pandas()`` for a DataFrame)."""
     return scan_source(source_id, root, verify=verify, progress=False)
+
+
+def resolve_source(source_id: str, root: str | os.PathLike) -> RootResolution:
+    """Where a source's data is under the folder given, and which of its parts are there."""
+    return get_source(source_id).resolve(root)
+
+
+def inspect_source(
+    source_id: str, root: str | os.PathLike, limit: int = 200, verify: str = "header"
+) -> SourceInspection:
+    """A quick look at a download without converting it: the resolved root, the parts found
+    and missing, file counts, label columns and values seen, the first problems
+    (``.lines()`` to print, ``.to_dict()`` for JSON, ``.convert_command``)."""
+    return _inspect_source(source_id, root, limit=limit, verify=verify)
+
+
+def quarantine_of(samples_path: str | os.PathLike) -> tuple[Path, list[QuarantineEntry]]:
+    """The quarantine file written beside a converted sample table, and its entries."""
+    path = quarantine_path_for(Path(samples_path))
+    return path, read_quarantine(path)
 
 
 def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
@@ -40,19 +75,121 @@ def make_synthetic(source_id: str, root: str | os.PathLike, **options) -> Path:
     """Write a generated source (e.g. ``synthetic-endo``) under ``root``."""
     get_source(source_id)
     if source_id not in GENERATORS:
-        from .errors import UsageError
-
         raise UsageError(
             f"source {source_id!r} is not generated", fix="use one of: " + ", ".join(GENERATORS)
         )
     return GENERATORS[source_id](root, **options)
 
 
+@dataclass
+class ValidationResult:
+    problems: list[Problem]
+    items_checked: int
+
+
+def validate_build(
+    build_dir: str | os.PathLike,
+    *,
+    letter_tolerance: float = 0.1,
+    report_dir: str | os.PathLike | None = None,
+) -> ValidationResult:
+    """Every rule on a finished build, read as the build's own validate stage reads it; with
+    ``report_dir`` the validation report is written there."""
+    folder = BuildDir.open(build_dir)
+    items = folder.items()
+    inputs = ValidationInputs.read(
+        items,
+        folder.sample_paths(),
+        folder.manifests(),
+        folder.resolver(),
+        folder.stage_dirs("curate"),
+        folder.path / folder.meta()["render_dir"],
+    )
+    problems = validate(inputs, letter_tolerance=letter_tolerance)
+    if report_dir is not None:
+        d = Path(report_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        write_validation_report(
+            problems, d / "validation.json", d / "validation.md", items_checked=len(items)
+        )
+    return ValidationResult(problems, len(items))
+
+
+def export_build(
+    build_dir: str | os.PathLike,
+    fmt: str,
+    out: str | os.PathLike | None = None,
+    *,
+    force: bool = False,
+) -> tuple[Path, int]:
+    """Write one export format of a finished build (default ``DIR/<format>``), after checking
+    it as ``validate_build`` does; returns the folder and the number of items."""
+    exporter = EXPORTERS.get(fmt, where="--format")
+    folder = BuildDir.open(build_dir)
+    problems = validate_build(build_dir).problems
+    if problems and not force:
+        raise ValidationFailed(
+            f"build has {len(problems)} validation problem(s); not exported",
+            where=str(build_dir),
+            fix="run `medvqa-build validate DIR` to see them, or pass --force",
+        )
+    target = Path(out or Path(build_dir) / fmt)
+    recipe = folder.recipe()
+    items = folder.items()
+    validation = {"problems": len(problems), "failed": bool(problems)}
+    ctx = export_context(
+        items,
+        folder.resolver(),
+        recipe,
+        recipe.to_yaml(),
+        folder.manifests(recipe),
+        validation,
+        fmt,
+    )
+    exporter(ctx, target)
+    return target, len(items)
+
+
+def push_build(build_dir: str | os.PathLike, repo_id: str, **options) -> PushResult:
+    """Publish a build's HF export to the Hub (see :func:`medvqa_build.export.hub.push`)."""
+    return push(build_dir, repo_id, **options)
+
+
+def clean_build(build_dir: str | os.PathLike, *, dry_run: bool = False) -> list[Stale]:
+    """Delete the stage folders the last finished run did not use (``dry_run``: list them)."""
+    return _clean_build(build_dir, dry_run=dry_run)
+
+
+def preview_build(build_dir: str | os.PathLike, out_html=None, **options) -> Path:
+    """The review gallery of a build (see :func:`medvqa_build.review.write_preview`)."""
+    return write_preview(build_dir, out_html, **options)
+
+
+def apply_review(build_dir: str | os.PathLike, decisions: str | os.PathLike, **options) -> dict:
+    """Apply a reviewers' decisions file (see :func:`medvqa_build.review.apply_decisions`)."""
+    return apply_decisions(build_dir, decisions, **options)
+
+
+def build_item_count(build_dir: str | os.PathLike) -> int:
+    """How many items a finished build holds."""
+    return len(BuildDir.open(build_dir).items())
+
+
 __all__ = [
+    "apply_review",
     "build",
+    "build_item_count",
+    "clean_build",
     "convert_source",
+    "export_build",
+    "inspect_source",
     "list_sources",
     "load_recipe",
     "load_source",
     "make_synthetic",
+    "preview_build",
+    "push_build",
+    "quarantine_of",
+    "resolve_source",
+    "validate_build",
 ]

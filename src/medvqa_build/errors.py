@@ -2,10 +2,13 @@
 
 The CLI prints ``str(error)`` as one line and exits with ``error.exit_code``; the library
 never prints. Per-file problems inside a dataset are not errors: they become quarantine
-entries (see :mod:`medvqa_build.quarantine`).
+entries (:class:`ImageProblem` and its kin carry the reason; see
+:class:`medvqa_build.records.QuarantineEntry`).
 """
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 
 class MedvqaError(Exception):
@@ -42,3 +45,27 @@ class ValidationFailed(MedvqaError):
     """A build violates checks; exit code 1 (not a usage error)."""
 
     exit_code = 1
+
+
+class ImageProblem(Exception):
+    """A per-file problem (an unreadable image, a path leaving the root); its message is the
+    quarantine reason."""
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """One line naming each bad key, its value and what is allowed (for pydantic models)."""
+    parts = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown key {key!r}")
+        elif err["type"] == "missing":
+            parts.append(f"missing key {key!r}")
+        else:
+            shown = repr(value)
+            if len(shown) > 60:
+                shown = shown[:57] + "..."
+            parts.append(f"{key}={shown}: {msg}")
+    return "; ".join(parts)

@@ -19,6 +19,8 @@ import cv2
 import numpy as np
 from skimage import measure
 
+from .vocab import COORD_FORMATS
+
 BoxXYXY = tuple[float, float, float, float]
 
 
@@ -388,7 +390,6 @@ def box_problem(box: Sequence[float], width: int, height: int) -> str | None:
 # Qwen2.5-VL use absolute pixels, Qwen2-VL / InternVL integers in [0, 1000], Mantis floats in
 # [0, 1]. All functions below take and return xyxy boxes with x2/y2 exclusive pixel edges.
 
-BOX_CONVENTIONS = ("abs", "norm1000", "norm1", "qwen")
 _QWEN_BOX = re.compile(
     r"<\|box_start\|>\s*\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)\s*,\s*"
     r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)\s*<\|box_end\|>"
@@ -402,7 +403,7 @@ def _round_half_up(value: float) -> int:
 
 
 def _unknown_convention(convention: str) -> ValueError:
-    return ValueError(f"unknown box convention {convention!r}; use one of {list(BOX_CONVENTIONS)}")
+    return ValueError(f"unknown box convention {convention!r}; use one of {list(COORD_FORMATS)}")
 
 
 def _checked(box: Sequence[float], width: int, height: int) -> BoxXYXY:
@@ -488,7 +489,7 @@ def parse_box(text: str, convention: str, width: int, height: int) -> BoxXYXY:
     """Inverse of :func:`format_box`: the first box in ``text`` as xyxy pixel edges."""
     if convention == "qwen":
         return parse_qwen_box(text)
-    if convention not in BOX_CONVENTIONS:
+    if convention not in COORD_FORMATS:
         raise _unknown_convention(convention)
     found = _LIST_BOX.search(text)
     if found is None:

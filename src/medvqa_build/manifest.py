@@ -12,8 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import SourceError
-from .pydantic_errors import describe_validation_error
+from .errors import SourceError, describe_validation_error
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -27,7 +26,22 @@ class LayoutPart(BaseModel):
     layout: str
     modality: str | None = None
     scene: str | None = None
+    # true where nothing of the source makes sense without this part: convert stops (exit 2)
+    # when it is missing; otherwise the parts present convert and the report names the rest
+    required: bool = False
     options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Archive(BaseModel):
+    """One file the owners publish, and what it unpacks to (for the docs and the tests)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str  # as the owners name it, e.g. kvasir-dataset-v2.zip
+    # the folder it creates, relative to ROOT ("." when its files land in the folder unpacked in)
+    unpacks_to: str = "."
+    parts: list[str] = Field(default_factory=list)  # the manifest parts it holds
+    note: str = ""
 
 
 class SourceManifest(BaseModel):
@@ -53,6 +67,10 @@ class SourceManifest(BaseModel):
     # what the source's samples carry (labels, regions, masks, attribute:phase, ...); empty =
     # inferred from the layouts (medvqa_build.tasks.requirements)
     provides: list[str] = Field(default_factory=list)
+    # the files the owners publish (one archive may hold several parts, one part come in
+    # several archives); quirks the converter handles, each with where it is documented
+    archives: list[Archive] = Field(default_factory=list)
+    quirks: list[str] = Field(default_factory=list)
     parts: list[LayoutPart]
 
     @field_validator("id")

@@ -7,17 +7,30 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import RecipeError
-from .pydantic_errors import describe_validation_error
+from .errors import RecipeError, describe_validation_error
+from .sources import all_sources
+from .vocab import COORD_FORMATS
 
-PROMPT_LEVELS = ("image", "box", "contour", "multi", "coord", "mask", "point")
 SAMPLE_FILTER_KEYS = ("modality", "scene", "split", "source")
+
+
+# checks of the names a recipe gives that live in the plug-in registries (task generators,
+# negative strategies, export formats): each package registers its own at import, so the
+# recipe model sits below them and imports none
+_CHECKS: list[Callable[[Recipe, str], None]] = []
+
+
+def register_check(check: Callable[[Recipe, str], None]) -> Callable[[Recipe, str], None]:
+    """Run ``check(recipe, where)`` on every recipe read; it raises :class:`RecipeError`."""
+    _CHECKS.append(check)
+    return check
 
 
 class _Strict(BaseModel):
@@ -52,7 +65,7 @@ class TaskSpec(_Strict):
     n_options: int = Field(4, ge=2, le=6)
     negatives: NegativesSpec = Field(default_factory=NegativesSpec)
     prompt_level: str = "image"
-    coord_format: Literal["abs", "norm1000", "norm1", "qwen"] = "abs"
+    coord_format: Literal[COORD_FORMATS] = "abs"
     where: dict[str, str | list[str]] = Field(default_factory=dict)  # sample filter, e.g. modality
     # "test" = the benchmark; "train" = instruction-tuning items, disjoint by group_id from every
     # test item of the build (EndoVQA-Instruct / MedSG-188K's role)
@@ -75,13 +88,6 @@ class TaskSpec(_Strict):
                 return False
         return True
 
-    @field_validator("prompt_level")
-    @classmethod
-    def _level(cls, value: str) -> str:
-        if value not in PROMPT_LEVELS:
-            raise ValueError(f"must be one of {', '.join(PROMPT_LEVELS)}")
-        return value
-
 
 class RenderSpec(_Strict):
     format: Literal["jpeg", "png"] = "jpeg"
@@ -95,16 +101,6 @@ class ExportSpec(_Strict):
     name: str = "MedVQA"
     formats: list[str] = Field(default_factory=lambda: ["hf", "vlmeval"])
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)  # per-format options
-
-    @field_validator("formats")
-    @classmethod
-    def _formats(cls, value: list[str]) -> list[str]:
-        from .export import EXPORTERS
-
-        bad = [v for v in value if v not in EXPORTERS]
-        if bad:
-            raise ValueError(f"unknown format(s) {bad}; allowed: {', '.join(EXPORTERS.names())}")
-        return value
 
     @field_validator("name")
     @classmethod
@@ -185,13 +181,8 @@ class Recipe(_Strict):
         return recipe
 
     def _check_names(self, where: str) -> None:
-        """Names that live in registries: sources, generators, negative strategies."""
-        from .errors import UsageError
-        from .negatives import SAMPLERS
-        from .sources import all_sources
-        from .tasks import TASKS
-        from .tasks.requirements import check_task_sources
-
+        """Names that live in registries: the sources here; generators, negative strategies
+        and export formats by the checks their packages register (:func:`register_check`)."""
         known = all_sources()
         for i, s in enumerate(self.sources):
             if s.id not in known:
@@ -200,27 +191,8 @@ class Recipe(_Strict):
                     where=where,
                     fix="use one of: " + ", ".join(sorted(known)),
                 )
-        manifests = {s.id: known[s.id].manifest for s in self.sources}
-        for i, t in enumerate(self.tasks):
-            for key, registry, value in (
-                ("generator", TASKS, t.generator),
-                ("negatives.strategy", SAMPLERS, t.negatives.strategy),
-            ):
-                try:
-                    registry.get(value)
-                except UsageError:
-                    raise RecipeError(
-                        f"tasks.{i}.{key}={value!r}: unknown {registry.kind}",
-                        where=where,
-                        fix="use one of: " + ", ".join(registry.names()),
-                    ) from None
-            reason = check_task_sources(t, manifests)
-            if reason:
-                raise RecipeError(
-                    f"tasks.{i} ({t.name}): {reason}",
-                    where=where,
-                    fix="point the task at sources with that annotation (tasks[].sources)",
-                )
+        for check in _CHECKS:
+            check(self, where)
 
     def resolved_root(self, spec: SourceSpec) -> Path | None:
         """The source root with ``$VAR``/``${VAR}`` expanded; an unset variable is an error."""

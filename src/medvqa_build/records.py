@@ -1,4 +1,5 @@
-"""Frozen records passed between stages: Sample (one image/frame/slice), Region, Item.
+"""Frozen records passed between stages: Sample (one image/frame/slice), Region, Item, and
+QuarantineEntry (what a stage left out, and why).
 
 Each record converts to and from a plain row (``to_row`` / ``from_row``) whose shape is the
 Arrow schema in :mod:`medvqa_build.schema`. Coordinates are 0-based pixels of the 2-D image,
@@ -480,3 +481,14 @@ class Item:
 
 
 _ITEM_FIELDS = tuple(f.name for f in fields(Item))
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """A file (relative to its source root) or an item left out by a stage, and why: the one
+    failure row of every stage, so nothing is silently dropped and counts add up."""
+
+    file: str
+    reason: str
+    source: str = ""
+    stage: str = "convert"

@@ -34,7 +34,7 @@ def test_source_has_fixture_and_converts_it(source_id, tmp_path):
     ids = [s.sample_id for s in result.samples]
     assert len(set(ids)) == len(ids) and all(i.startswith(f"{source_id}:") for i in ids)
     for s in result.samples:
-        assert (root / s.image).is_file() and s.width > 0 and s.height > 0
+        assert (result.root / s.image).is_file() and s.width > 0 and s.height > 0
         for r in s.regions:
             if r.bbox is not None:
                 assert (

@@ -5,16 +5,20 @@ and see each caught by its rule; bad decisions files change nothing."""
 import base64
 import json
 import shutil
+from types import SimpleNamespace
 
 import cv2
 import pytest
 
+from medvqa_build.api import validate_build
 from medvqa_build.cli import main
 from medvqa_build.curate import assign_splits, curate_samples
+from medvqa_build.pipeline import BuildDir
 from medvqa_build.records import DrawnShape, Sample
 from medvqa_build.review import ReviewError, apply_decisions, build_id
-from medvqa_build.schema import write_items
-from medvqa_build.validate import open_build_view, run_rules, validate_build
+from medvqa_build.review.preview import clean_ref
+from medvqa_build.store.parquet import write_items
+from medvqa_build.validate import run_rules
 from medvqa_build.validate.contamination import ContaminationError, check_contamination
 
 SMALL = [
@@ -56,14 +60,27 @@ def build(pristine, tmp_path):
     return dst
 
 
+def _view(build):
+    """A finished build's items, samples (by id), manifests and image resolver, in memory."""
+    folder = BuildDir.open(build)
+    samples_by_id = {s.sample_id: s for s in folder.samples()}
+    return SimpleNamespace(
+        items=list(folder.items()),
+        samples_by_id=samples_by_id,
+        manifests=folder.manifests(),
+        resolve=folder.resolver(),
+        clean_ref=lambda item, index=0: clean_ref(item, samples_by_id, index),
+    )
+
+
 def test_demo_build_passes_every_rule(build):
-    assert validate_build(build, report_dir=build / "validation") == []
+    assert validate_build(build, report_dir=build / "validation").problems == []
     doc = json.loads((build / "validation" / "validation.json").read_text())
     assert doc["items_checked"] == 60 and doc["problems"] == 0
 
 
 def test_planted_duplicates_are_removed_with_their_groups(build):
-    view = open_build_view(build)
+    view = _view(build)
     root = view.resolve("source://synthetic-endo/")
     samples = sorted(view.samples_by_id.values(), key=lambda s: s.sample_id)
     stills = [s for s in samples if s.frame is None]
@@ -120,7 +137,7 @@ def test_planted_duplicates_are_removed_with_their_groups(build):
 
 
 def _tamper(build, change):
-    view = open_build_view(build)
+    view = _view(build)
     items = change(list(view.items), view)
     meta = json.loads((build / "build.json").read_text())
     write_items(items, build / meta["items"])
@@ -170,7 +187,7 @@ def test_each_planted_defect_is_caught_by_its_rule(build):
         return out
 
     items = _tamper(build, change)
-    problems = validate_build(build, report_dir=build / "validation")
+    problems = validate_build(build, report_dir=build / "validation").problems
     caught = {p.check for p in problems}
     assert {"letter-balance", "box-matches-region", "distractor-related", "split-leak"} <= caught
     for rule, item_id in planted.items():
@@ -186,7 +203,7 @@ def test_each_planted_defect_is_caught_by_its_rule(build):
 
 
 def test_assigned_splits_pass_the_leak_rule(build):
-    view = open_build_view(build)
+    view = _view(build)
     spec = {"split": {"proportions": {"test": 0.7, "train": 0.3}}}
     items = assign_splits(spec, view.items, view.samples_by_id, seed=0)
     assert {i.split for i in items} == {"test", "train"}
@@ -197,7 +214,7 @@ def test_assigned_splits_pass_the_leak_rule(build):
 
 
 def test_contamination_against_tsv_hf_folder_and_hash_list(build, tmp_path):
-    view = open_build_view(build)
+    view = _view(build)
     item = next(i for i in view.items if i.prompt_level == "box")
     other = next(
         i
@@ -241,7 +258,7 @@ def test_contamination_against_tsv_hf_folder_and_hash_list(build, tmp_path):
 
 
 def _decisions(build, **over):
-    items = open_build_view(build).items
+    items = _view(build).items
     doc = {
         "format": "medvqa-review-decisions",
         "version": 1,
@@ -297,7 +314,7 @@ def test_apply_decisions_then_validate_and_export(build, tmp_path):
     entry = apply_decisions(build, path)
     assert entry["items_before"] == 60 and entry["items_after"] == 59
     assert entry["edited"][0]["after"]["question"] == "Which lesion is shown?"
-    assert validate_build(build) == []
+    assert validate_build(build).problems == []
     assert main(["export", str(build), "--format", "vlmeval", "-o", str(tmp_path / "vl")]) == 0
     tsv = next((tmp_path / "vl").glob("*.tsv")).read_text().splitlines()
     assert len(tsv) == 60  # header + 59 items
@@ -315,7 +332,6 @@ def test_a_recipe_with_a_curate_section_builds(tmp_path, request):
     """The curate stage runs inside a build (it once failed there: no stage version), no
     item is made from a sample it removed, and the splits assigned over the whole set keep
     every patient on one side."""
-    from medvqa_build.pipeline import open_build
 
     demo = (request.config.rootpath / "recipes" / "demo.yaml").read_text(encoding="utf-8")
     recipe = tmp_path / "curated.yaml"
@@ -327,12 +343,12 @@ def test_a_recipe_with_a_curate_section_builds(tmp_path, request):
     assert report["kept"] + len(report["removed"]) == report["input"] > 0
     assert report["dedup"]["removed"] > 0 and report["select"]["removed"] > 0
     removed = {r["sample_id"] for r in report["removed"]}
-    items, _, _ = open_build(out)
+    items = BuildDir.open(out).items()
     used = {sid for item in items for sid in item.sample_ids}
     assert used and not used & removed
     splits = [item.split for item in items]
     assert set(splits) == {"test", "train"} and splits.count("test") > splits.count("train")
-    assert validate_build(out) == []  # the split-leak rule included
+    assert validate_build(out).problems == []  # the split-leak rule included
     assert not list((out / "stages" / "generate").glob("*/items.unsplit.parquet"))
 
 
@@ -349,9 +365,7 @@ def test_build_id_streams_to_the_hash_of_the_whole_sorted_list(build):
     a batch at a time (not a list of every row): decisions files stay valid across versions."""
     import hashlib
 
-    from medvqa_build.pipeline import open_build
-
-    table = open_build(build)[0]
+    table = BuildDir.open(build).items()
     items = list(table)
     rows = sorted((i.to_row() for i in items), key=lambda r: r["item_id"])
     payload = json.dumps(rows, sort_keys=True, default=str, ensure_ascii=False)
@@ -361,7 +375,7 @@ def test_build_id_streams_to_the_hash_of_the_whole_sorted_list(build):
 
 
 def test_preview_sample_covers_every_stratum_and_its_decisions_apply(build, tmp_path):
-    view = open_build_view(build)
+    view = _view(build)
     strata = {(i.task, i.prompt_level) for i in view.items}
     page = tmp_path / "page" / "index.html"
     assert main(["preview", str(build), "-o", str(page), "--sample", str(len(strata) + 1)]) == 0
@@ -400,7 +414,7 @@ def test_preview_sample_covers_every_stratum_and_its_decisions_apply(build, tmp_
     entry = apply_decisions(build, path)
     assert entry["items_before"] == len(view.items) and entry["items_after"] == len(view.items) - 1
     assert entry["undecided"] == len(view.items) - 1
-    after = open_build_view(build).items
+    after = _view(build).items
     assert shown[0]["item_id"] not in {i.item_id for i in after}
     assert entry["build_after"] == build_id(after)
     assert (build / entry["items_file"]).is_file() and not list((build / "review").glob(".*"))

@@ -75,7 +75,18 @@ def test_two_builds_give_byte_identical_exports(builds):
 def test_report_counts_add_up(builds):
     _, _, first, _ = builds
     c = first["sources"]["synthetic-endo"]
-    assert c == {"found": 60, "converted": 59, "quarantined": 1}  # 40 stills + 2 x 10 frames
+    assert c == {  # 40 stills + 2 x 10 frames
+        "found": 60,
+        "converted": 59,
+        "quarantined": 1,
+        "labels_missing": {},
+        "samples_missing_labels": 0,
+        "parts": {
+            "stills": {"found": 40, "converted": 39, "quarantined": 1},
+            "surgery": {"found": 20, "converted": 20, "quarantined": 0},
+        },
+        "parts_missing": {},
+    }
     assert first["quarantined"][0]["reason"].startswith("truncated JPEG")
     assert first["items"] == sum(first["items_per_task"].values()) == 68
     assert first["validation"]["problems"] == 0
@@ -131,19 +142,19 @@ def test_opening_a_build_lets_arrow_return_memory(builds, monkeypatch):
     first switch Arrow to the pool that gives freed memory back (unless the user chose one)."""
     import pyarrow as pa
 
-    from medvqa_build.pipeline import open_build
+    from medvqa_build.pipeline import BuildDir
 
     a, _, _, _ = builds
     before = pa.default_memory_pool()
     try:
         monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
         pa.set_memory_pool(pa.mimalloc_memory_pool())
-        items, _, _ = open_build(a)
+        items = BuildDir.open(a).items()
         assert len(items) == 68
         assert pa.default_memory_pool().backend_name == "system"
         monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", "mimalloc")
         pa.set_memory_pool(pa.mimalloc_memory_pool())
-        open_build(a)
+        BuildDir.open(a)
         assert pa.default_memory_pool().backend_name == "mimalloc"
     finally:
         pa.set_memory_pool(before)

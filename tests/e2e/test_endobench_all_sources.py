@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from medvqa_build.baselines import ENDOBENCH_RANDOM, ENDOBENCH_TASK_ITEMS, standard_error
+from medvqa_build.eval.baselines import ENDOBENCH_RANDOM, ENDOBENCH_TASK_ITEMS, standard_error
 
 QUOTA_SCALE = 0.08  # ~550 items; the scaled replicas meet every task's quota at this scale
 EXPORT = "EndoBench_rebuild"

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from medvqa_build.baselines import ENDOBENCH_RANDOM, baseline_rows, format_baseline_table
+from medvqa_build.eval.baselines import ENDOBENCH_RANDOM, baseline_rows, format_baseline_table
 from medvqa_build.pipeline import build
 from medvqa_build.recipe import Recipe
 

@@ -95,8 +95,8 @@ def _push(env_extra: dict, code: str) -> subprocess.CompletedProcess:
 
 PUSH = """
     import sys
-    import medvqa_build.hub
-    medvqa_build.hub.time.sleep = lambda s: None
+    import medvqa_build.export.hub
+    medvqa_build.export.hub.time.sleep = lambda s: None
     from medvqa_build.cli import main
     rc = main(["push", sys.argv[1] if len(sys.argv) > 1 else {dir!r}, "me/demo", "-q", *{extra!r}])
     print("RC", rc)

@@ -86,7 +86,7 @@ def review_cli(monkeypatch):
     import argparse
 
     from medvqa_build import cli
-    from medvqa_build.review.cli import add_review_commands
+    from medvqa_build.cli.review import register as add_review_commands
 
     original = cli.make_parser
 
@@ -174,9 +174,9 @@ def test_review_in_headless_chromium(build_dir, browser, tmp_path, capsys):
 
     assert main(["review", "apply", str(build_dir), str(exported)]) == 0
     assert "30 -> 29 items" in capsys.readouterr().out
-    from medvqa_build.pipeline import open_build
+    from medvqa_build.pipeline import BuildDir
 
-    items, _, _ = open_build(build_dir)
+    items = BuildDir.open(build_dir).items()
     by_id = {i.item_id: i for i in items}
     assert (
         rejected not in by_id
@@ -189,4 +189,4 @@ def test_review_in_headless_chromium(build_dir, browser, tmp_path, capsys):
     # the same file again names another build now: refused, nothing applied
     assert main(["review", "apply", str(build_dir), str(exported)]) == 2
     assert "decisions were made on build" in capsys.readouterr().err
-    assert len(open_build(build_dir)[0]) == 29
+    assert len(BuildDir.open(build_dir).items()) == 29

@@ -126,7 +126,7 @@ def test_killed_build_resumes_byte_identical(reference, tmp_path, crash_at):
 
 def test_publish_over_an_older_export_is_atomic(tmp_path):
     """Replacing a published export: readers see the old tree or the new one, never a mix."""
-    from medvqa_build.pipeline import _publish
+    from medvqa_build.stages.export import publish as _publish
 
     stage, dest = tmp_path / "stage", tmp_path / "hf"
     (stage / "data").mkdir(parents=True)

@@ -33,9 +33,9 @@ SMALL = [
 ]
 TOKEN = "hf_secret_token_8812"
 PUSH = """
-    import medvqa_build.hub
+    import medvqa_build.export.hub
     sleeps = []
-    medvqa_build.hub.time.sleep = sleeps.append
+    medvqa_build.export.hub.time.sleep = sleeps.append
     from medvqa_build.cli import main
     rc = main(["push", {dir!r}, "me/demo", "-q", "--max-commit-mb", "0.05", "--timeout", "2"])
     print("RC", rc, "SLEEPS", sleeps)

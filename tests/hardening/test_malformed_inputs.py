@@ -74,8 +74,9 @@ def _kvasir_seg(root: Path) -> list[str]:
 
 
 def _synthetic_endo(root: Path) -> list[str]:
+    # an empty label cell is not bad: the image is kept unlabelled (tests/unit/layouts/
+    # test_missing_values.py)
     rows = [
-        ("bad_nan", ""),
         ("bad_unknown", "Dragon"),
         ("bad_masksize", "Polyp"),
         ("bad_masktype", "Polyp"),
@@ -84,7 +85,7 @@ def _synthetic_endo(root: Path) -> list[str]:
     ]
     with (root / "labels.csv").open("a") as fh:
         fh.writelines(f"{stem},{label},P9,train\n" for stem, label in rows)
-    for k, stem in enumerate(("bad_nan", "bad_unknown", "bad_masksize", "bad_masktype")):
+    for k, stem in enumerate(("bad_unknown", "bad_masksize", "bad_masktype")):
         C.write_jpeg(root / "images" / f"{stem}.jpg", k)
     write_mask(root / "masks" / "bad_masksize.png", (10, 10), [(1, 1, 5, 5)])
     C.not_an_image(root / "masks" / "bad_masktype.png")
@@ -177,8 +178,9 @@ def _vindr(root: Path) -> list[str]:
 
 
 def _msd(root: Path) -> list[str]:
-    from ..fixtures.sources.msd import SHAPE
+    from ..fixtures.sources.msd import SHAPE, TASK
 
+    root = root / TASK  # the folder the task's tarball unpacks to
     meta = json.loads((root / "dataset.json").read_text())
     short = (SHAPE[0], SHAPE[1], SHAPE[2] - 2)
     write_nifti(root / "imagesTr/liver_7.nii.gz", ct_volume(SHAPE, 7), LPS_AFFINE)

@@ -12,8 +12,8 @@ import pytest
 
 from medvqa_build.api import load_source
 from medvqa_build.errors import SourceError
-from medvqa_build.images import resolve_image
 from medvqa_build.layouts.base import ScanContext, make_layout
+from medvqa_build.media.refs import resolve_image
 from medvqa_build.recipe import Recipe
 
 from ..conftest import REPO
@@ -84,7 +84,7 @@ def test_symlink_to_a_file_outside_the_root_is_quarantined(tmp_path):
 def test_coco_file_name_and_msd_entries_cannot_leave_the_root(tmp_path):
     import json
 
-    root = fixture_writer("msd")(tmp_path / "msd")
+    root = fixture_writer("msd")(tmp_path / "msd") / "Task03_Liver"
     meta = json.loads((root / "dataset.json").read_text())
     meta["training"].append({"image": "../../etc/passwd", "label": "/etc/passwd"})
     (root / "dataset.json").write_text(json.dumps(meta))

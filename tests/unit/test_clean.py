@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from medvqa_build.clean import CleanError, clean_build, stale_stages
-from medvqa_build.runner import _HOST
+from medvqa_build.pipeline.clean import CleanError, clean_build, stale_stages
+from medvqa_build.pipeline.runner import _HOST
 
 
 def _folder(path, files: dict[str, int]):

@@ -4,7 +4,7 @@ import json
 
 from medvqa_build.api import load_source
 from medvqa_build.cli import main
-from medvqa_build.schema import read_samples
+from medvqa_build.store.parquet import read_samples
 
 
 def test_convert_synthetic_with_corrupt_file(synthetic_root, tmp_path, capsys):
@@ -23,7 +23,19 @@ def test_convert_synthetic_with_corrupt_file(synthetic_root, tmp_path, capsys):
         }
     ]
     counts = json.loads((tmp_path / "samples.counts.json").read_text())
-    assert counts == {"source": "synthetic-endo", "found": 33, "converted": 32, "quarantined": 1}
+    assert counts == {
+        "source": "synthetic-endo",
+        "found": 33,
+        "converted": 32,
+        "quarantined": 1,
+        "labels_missing": {},
+        "samples_missing_labels": 0,
+        "parts": {
+            "stills": {"found": 25, "converted": 24, "quarantined": 1},
+            "surgery": {"found": 8, "converted": 8, "quarantined": 0},
+        },
+        "parts_missing": {},
+    }
     samples = read_samples(out)
     assert len(samples) == 32
     by_id = {s.sample_id: s for s in samples}

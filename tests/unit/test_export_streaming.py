@@ -15,8 +15,8 @@ from medvqa_build.export.common import write_json, write_json_list
 from medvqa_build.export.hf import ROW_GROUP_ROWS
 from medvqa_build.export.tsv_text import TypedColumns, encode_column
 from medvqa_build.records import Item
-from medvqa_build.schema import write_items
-from medvqa_build.tables import ItemTable
+from medvqa_build.store.parquet import write_items
+from medvqa_build.store.tables import ItemTable
 
 from .export.conftest import make_item
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import yaml
 
-from medvqa_build import generate
 from medvqa_build.api import load_source
-from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
+from medvqa_build.stages import generate
+from medvqa_build.stages.generate import generate_items
 
 
 def _recipe(repo, **task_changes):

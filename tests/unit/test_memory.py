@@ -1,4 +1,4 @@
-"""medvqa_build.memory: freed pages go back to the system between stages (glibc)."""
+"""medvqa_build.store.memory: freed pages go back to the system between stages (glibc)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from medvqa_build import memory
+from medvqa_build.store import memory
 
 glibc = pytest.mark.skipif(memory._glibc() is None, reason="needs glibc")
 

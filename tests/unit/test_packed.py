@@ -2,9 +2,9 @@
 
 import pytest
 
-from medvqa_build.generate import _FitRef, _FitRefs
-from medvqa_build.packed import PackedStrings
 from medvqa_build.records import Sample
+from medvqa_build.stages.generate import _FitRef, _FitRefs
+from medvqa_build.store.packed import PackedStrings
 
 
 def test_packed_strings_round_trip():
@@ -36,7 +36,7 @@ def test_fit_refs_read_back_each_sample():
 def test_sample_ids_json_matches_json_dumps(tmp_path):
     import json
 
-    from medvqa_build.embed_stage import _write_json_list
+    from medvqa_build.stages.embed import _write_json_list
 
     ids = [f'src:img "{i}" é\\{i}.png' for i in range(2500)]
     packed = PackedStrings()
@@ -50,7 +50,7 @@ def test_sample_ids_json_matches_json_dumps(tmp_path):
 
 
 def test_sorted_strings_find_the_first_original_index():
-    from medvqa_build.packed import SortedStrings
+    from medvqa_build.store.packed import SortedStrings
 
     ids = SortedStrings(["s:b", "s:a", "s:ü", "s:a"])
     assert [ids.index(t) for t in ("s:a", "s:b", "s:ü", "s:c", 3)] == [1, 0, 2, None, None]

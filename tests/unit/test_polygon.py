@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from medvqa_build.records import DrawnShape, Item, Polygon, Region
-from medvqa_build.schema import read_items, write_items
+from medvqa_build.store.parquet import read_items, write_items
 
 PAIRS = ((0.5, 1.0), (3.0, 1.0), (3.0, 4.5), (0.5, 4.5))
 

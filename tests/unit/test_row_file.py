@@ -5,7 +5,7 @@ import threading
 import numpy as np
 import pytest
 
-from medvqa_build.row_file import RowFile
+from medvqa_build.store.row_file import RowFile
 
 
 def test_rows_read_back_as_written(tmp_path):

@@ -1,45 +1,73 @@
-"""A stage output made by other code is rebuilt, not reused (runner.code_fingerprint).
+"""A stage output made by other code is rebuilt, not reused; an edit that cannot change what
+a stage writes (a comment, a docstring, a module the stage never imports) reuses it
+(runner.code_fingerprint, per stage).
 
-The version number does not change with every edit of a checkout; before this, a build folder
-made before the contour tracer changed kept serving the old outlines to a rerun."""
+The version number does not change with every edit of a checkout; before stage outputs were
+keyed by code, a build folder made before the contour tracer changed kept serving the old
+outlines to a rerun."""
 
-import shutil
+from pathlib import Path
 
-from medvqa_build import runner
-
-
-def _package_copy(tmp_path):
-    pkg = tmp_path / "pkg"
-    (pkg / "render").mkdir(parents=True)
-    (pkg / "__init__.py").write_text("VERSION = 1\n")
-    (pkg / "render" / "contour.py").write_text("def trace(): return 'corners'\n")
-    (pkg / "_manifests").mkdir()
-    (pkg / "_manifests" / "src.yaml").write_text("id: src\n")
-    return pkg
+from medvqa_build.pipeline import STAGES, runner
+from medvqa_build.stages.base import Stage
 
 
-def test_the_code_fingerprint_follows_every_code_and_manifest_file(tmp_path):
-    pkg = _package_copy(tmp_path)
-    first = runner.code_fingerprint(str(pkg))
-    assert len(first) == 64 and runner.code_fingerprint(str(pkg)) == first
+class _Stage(Stage):
+    name = "render"
 
-    copy = tmp_path / "copy"
-    shutil.copytree(pkg, copy)
-    assert runner.code_fingerprint(str(copy)) == first  # content, not location
-    (copy / "__pycache__").mkdir()
-    (copy / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
-    (copy / "notes.bin").write_bytes(b"\1")
-    runner.code_fingerprint.cache_clear()
-    assert runner.code_fingerprint(str(copy)) == first  # byte code and other files: no
+    def inputs(self, ctx, key):
+        return {}
 
-    (copy / "render" / "contour.py").write_text("def trace(): return 'cracks'\n")
-    runner.code_fingerprint.cache_clear()
-    edited = runner.code_fingerprint(str(copy))
-    (copy / "render" / "contour.py").write_text("def trace(): return 'corners'\n")
-    (copy / "_manifests" / "src.yaml").write_text("id: src\nlicence: CC-BY-4.0\n")
-    runner.code_fingerprint.cache_clear()
-    manifest = runner.code_fingerprint(str(copy))
-    assert len({first, edited, manifest}) == 3
+    def run(self, ctx, key, out):
+        return {}
+
+
+def _fresh(monkeypatch, tmp_path, edits: dict[str, str]) -> dict[str, str]:
+    """Every stage's code fingerprint over a copy of the package with ``edits`` applied."""
+    package = Path(runner.__file__).resolve().parents[1]
+    copy = tmp_path / "medvqa_build"
+    for path in package.rglob("*.py"):
+        target = copy / path.relative_to(package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = path.read_text()
+        for rel, change in edits.items():
+            if path.relative_to(package).as_posix() == rel:
+                text = change(text)
+        target.write_text(text)
+    monkeypatch.setattr(runner, "_PACKAGE", copy)
+    for cached in (runner.code_fingerprint, runner._tree, runner._code_digest):
+        cached.cache_clear()
+    try:
+        return {type(s).__module__: runner.code_fingerprint(type(s).__module__) for s in STAGES}
+    finally:
+        for cached in (runner.code_fingerprint, runner._tree, runner._code_digest):
+            cached.cache_clear()
+
+
+def test_docs_and_comments_rebuild_nothing(monkeypatch, tmp_path):
+    base = _fresh(monkeypatch, tmp_path / "a", {})
+    assert len(set(base.values())) == len(base)  # each stage its own code
+    docs = _fresh(
+        monkeypatch,
+        tmp_path / "b",
+        {
+            "render/contour.py": lambda t: t.replace('"""', '"""Edited. ', 1) + "\n# a comment\n",
+            "stages/convert.py": lambda t: t.replace("# -- the stage", "# -- the convert stage"),
+        },
+    )
+    assert docs == base
+
+
+def test_a_code_edit_rebuilds_the_stages_that_import_it(monkeypatch, tmp_path):
+    base = _fresh(monkeypatch, tmp_path / "a", {})
+    edited = _fresh(
+        monkeypatch,
+        tmp_path / "b",
+        {"render/contour.py": lambda t: t + "\n\nEDITED = True\n"},
+    )
+    changed = {m for m in base if base[m] != edited[m]}
+    assert "medvqa_build.stages.render" in changed
+    assert "medvqa_build.stages.convert" not in changed  # convert never draws a contour
 
 
 def test_a_stage_built_by_other_code_is_rebuilt(tmp_path, monkeypatch):
@@ -50,12 +78,13 @@ def test_a_stage_built_by_other_code_is_rebuilt(tmp_path, monkeypatch):
         (out / "x.txt").write_text("made")
         return {"n": 1}
 
-    monkeypatch.setattr(runner, "code_fingerprint", lambda: "code-a")
-    first = runner.run_stage(tmp_path, "render", "items", {"x": 1}, build)
-    again = runner.run_stage(tmp_path, "render", "items", {"x": 1}, build)
+    stage = _Stage()
+    monkeypatch.setattr(runner, "code_fingerprint", lambda module: "code-a")
+    first = runner.run_stage(tmp_path, stage, "items", {"x": 1}, build)
+    again = runner.run_stage(tmp_path, stage, "items", {"x": 1}, build)
     assert not first.reused and again.reused and len(calls) == 1
 
-    monkeypatch.setattr(runner, "code_fingerprint", lambda: "code-b")
-    assert not runner.stage_done(tmp_path, "render", "items", {"x": 1})
-    other = runner.run_stage(tmp_path, "render", "items", {"x": 1}, build)
+    monkeypatch.setattr(runner, "code_fingerprint", lambda module: "code-b")
+    assert not runner.stage_done(tmp_path, stage, "items", {"x": 1})
+    other = runner.run_stage(tmp_path, stage, "items", {"x": 1}, build)
     assert not other.reused and len(calls) == 2 and other.path != first.path

@@ -3,7 +3,8 @@
 import subprocess
 import sys
 
-from medvqa_build import runner
+from medvqa_build.pipeline import runner
+from medvqa_build.stages.render import Render
 
 
 def test_only_dead_local_runs_lose_their_temp_folders(tmp_path):
@@ -23,7 +24,7 @@ def test_only_dead_local_runs_lose_their_temp_folders(tmp_path):
     for d in (killed, running, elsewhere, other_key):
         (d / "images").mkdir(parents=True)
 
-    result = runner.run_stage(tmp_path, "render", "items", {"x": 1}, lambda d: {})
+    result = runner.run_stage(tmp_path, Render(), "items", {"x": 1}, lambda d: {})
 
     assert result.path.is_dir() and not result.reused
     assert not killed.exists()

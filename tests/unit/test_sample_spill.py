@@ -3,11 +3,11 @@ by position (cached or not) and in order, and an unusable folder is a one-line e
 
 import pytest
 
-from medvqa_build import sample_spill
 from medvqa_build.errors import RecipeError
-from medvqa_build.sample_spill import SampleSpill
-from medvqa_build.schema import write_samples
-from medvqa_build.tables import SampleTable
+from medvqa_build.store import sample_spill
+from medvqa_build.store.parquet import write_samples
+from medvqa_build.store.sample_spill import SampleSpill
+from medvqa_build.store.tables import SampleTable
 
 
 def test_table_samples_come_back_equal(synthetic_root, tmp_path, monkeypatch):

@@ -5,16 +5,8 @@ import pyarrow.parquet as pq
 
 from medvqa_build.geometry import rle_decode, rle_encode
 from medvqa_build.records import DrawnShape, Item, MaskRef, Negatives, Region, Sample, SliceRef
-from medvqa_build.schema import (
-    ITEM_SCHEMA,
-    SAMPLE_SCHEMA,
-    item_features,
-    read_items,
-    read_samples,
-    sample_features,
-    write_items,
-    write_samples,
-)
+from medvqa_build.schema import ITEM_SCHEMA, SAMPLE_SCHEMA, item_features, sample_features
+from medvqa_build.store.parquet import read_items, read_samples, write_items, write_samples
 
 SAMPLE_COLUMNS = [
     "sample_id",

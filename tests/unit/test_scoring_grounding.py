@@ -3,9 +3,9 @@ and predictions parse in any box convention."""
 
 import pytest
 
+from medvqa_build.eval.grounding import parse_prediction, score_items
 from medvqa_build.geometry import iou
 from medvqa_build.records import Item
-from medvqa_build.scoring_grounding import parse_prediction, score_items
 
 
 def _item(item_id, box, task="referring"):

@@ -4,8 +4,8 @@ source whose fixture exists (shardable layouts are split, the others scanned by 
 import pytest
 
 from medvqa_build.api import list_sources
-from medvqa_build.convert import scan_source
 from medvqa_build.layouts.base import LAYOUTS
+from medvqa_build.stages.convert import scan_source
 
 from .. import fixtures
 

@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 
 from medvqa_build.api import load_source
-from medvqa_build.generate import generate_items
-from medvqa_build.recipe import Recipe
-from medvqa_build.scoring import (
+from medvqa_build.eval.baselines import option_chance
+from medvqa_build.eval.scoring import (
     accuracy,
     expected_random_f1,
     mean_multi_select,
     multi_select_scores,
     parse_letters,
-    random_baseline,
     random_baselines,
 )
+from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
+from medvqa_build.stages.generate import generate_items
 from medvqa_build.tasks.spine_diagnosis import SPINEBENCH_LABELS
 
 from ..fixtures.sources import buu_lspine, csxa, rsna_lumbar, vindr_spinexr
@@ -109,7 +109,7 @@ def test_scoring_helpers():
     s = multi_select_scores("A,B", "A,C")
     assert (s["precision"], s["recall"], s["f1"], s["exact"]) == (0.5, 0.5, 0.5, 0.0)
     assert mean_multi_select(["A", "AC"], ["A,C", "A,C"])["recall"] == pytest.approx(0.75)
-    assert random_baseline(5) == 0.2 and random_baseline(5, multi_select=True) == 1 / 31
+    assert option_chance(5) == 0.2 and option_chance(5, multi_select=True) == 1 / 31
     assert 0 < expected_random_f1(5, 2) < 1
 
 

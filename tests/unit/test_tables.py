@@ -9,15 +9,15 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from medvqa_build import generate
 from medvqa_build.api import load_source
-from medvqa_build.embed_stage import EmbeddingLookup
-from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
 from medvqa_build.records import Sample
-from medvqa_build.schema import ItemWriter, write_samples
 from medvqa_build.sources import get_source
-from medvqa_build.tables import ItemTable, SampleTable, sample_lookup
+from medvqa_build.stages import generate
+from medvqa_build.stages.embed import EmbeddingLookup
+from medvqa_build.stages.generate import generate_items
+from medvqa_build.store.parquet import ItemWriter, write_samples
+from medvqa_build.store.tables import ItemTable, SampleTable, sample_lookup
 
 
 @pytest.fixture(scope="module")

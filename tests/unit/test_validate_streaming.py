@@ -10,14 +10,15 @@ import cv2
 import numpy as np
 import pytest
 
-from medvqa_build.baselines import baseline_rows, item_chance, multi_select_tasks
+from medvqa_build.eval.baselines import baseline_rows, item_chance, multi_select_tasks
 from medvqa_build.manifest import SourceManifest
 from medvqa_build.negatives import class_centroids, difficulty_report
+from medvqa_build.pipeline.report import BuildSummary, difficulty, report_json, report_markdown
 from medvqa_build.records import DrawnShape, Item, Negatives, Region, Sample
-from medvqa_build.report import difficulty, write_report
-from medvqa_build.schema import write_items, write_samples
-from medvqa_build.tables import ItemTable, SampleTable
-from medvqa_build.validate import check_items, letter_histogram, rules, run_rules
+from medvqa_build.stages.base import StageResult
+from medvqa_build.store.parquet import write_items, write_samples
+from medvqa_build.store.tables import ItemTable, SampleTable
+from medvqa_build.validate import letter_histogram, rules, run_rules
 
 TRUTHS = ["polyp", "ulcer", "bleeding", "angiectasia"]
 SPLITS = ["test", "train", "test", "val"]
@@ -177,10 +178,9 @@ def test_build_rules_alone_match_their_whole_set_check(world):
             assert rule.check(w.items, ctx) == _rules(w, w.items, by_id, rules=[rule.id])
 
 
-def test_checks_and_report_numbers_from_a_table(world):
+def test_report_numbers_from_a_table(world):
     w = world
     table = ItemTable(w.item_path, batch_rows=7)
-    assert check_items(table, w.resolve) == check_items(w.items, w.resolve)
     assert letter_histogram(table) == letter_histogram(w.items)
     items = [*w.items[:-1], w.items[-1].replace(answer="A,C")]  # a multi-select item
     test = [i for i in items if i.split in (None, "test")]
@@ -272,7 +272,9 @@ def test_validation_and_report_hold_a_window_of_items(world, monkeypatch, tmp_pa
     assert stream.most <= 2
     stream = _Stream(n)
     recipe = SimpleNamespace(name="r", benchmark="EndoBench", seed=0)
-    gen, val = SimpleNamespace(stats={}), SimpleNamespace(stats={"problems": 0})
-    report = write_report(tmp_path, recipe, [], {}, [], gen, val, stream, {})
+    validate = StageResult("validate", tmp_path / "v", "fp", {"problems": 0}, False)
+    summary = BuildSummary(recipe, [validate], {}, [], [], stream)
+    report = report_json(summary, tmp_path)
+    report_markdown(report, summary)
     assert stream.most <= 2
     assert report["items"] == n and sum(report["items_per_task"].values()) == n

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..negatives.index import EmbeddingIndex
 from ..records import Sample
+from ..store.row_file import RowFile
 from .facts import SampleFacts, content_key
 from .phash import near_pairs
 from .spec import DedupSpec
@@ -66,9 +68,6 @@ def _embedding_pairs(ids: Sequence[str], embeddings: dict[str, np.ndarray], min_
     go to a :class:`~medvqa_build.row_file.RowFile` on disk (the index reads them from
     there), and the self-kNN pass hands its neighbour lists over a block at a time, so
     only the pairs found are kept."""
-    from ..negatives.index import EmbeddingIndex
-    from ..row_file import RowFile
-
     present = np.array([i for i, sid in enumerate(ids) if sid in embeddings], dtype=np.int64)
     n = len(present)
     if n < 2:

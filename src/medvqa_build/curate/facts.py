@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..media.image import ImageProblem
-from ..negatives.cache import file_sha256
-from ..packed import PackedStrings
+from ..errors import ImageProblem
 from ..records import Sample
+from ..store.atomic import file_sha256
+from ..store.packed import PackedStrings
 from .phash import is_image_file, phash_file
 from .spec import DedupSpec
 

@@ -10,10 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import RecipeError
-from ..pydantic_errors import describe_validation_error
+from ..errors import RecipeError, describe_validation_error
 
-KEEP_RULES = ("largest", "first")
 STRATIFY_KEYS = ("task", "label", "source", "scene")
 
 

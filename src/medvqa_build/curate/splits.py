@@ -15,9 +15,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..packed import PackedStrings, SortedStrings
 from ..records import Item, Sample
 from ..rng import rng_for
+from ..store.packed import PackedStrings, SortedStrings
 from .dedup import UnionFind
 from .spec import SplitSpec
 

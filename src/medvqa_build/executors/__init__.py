@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ..errors import UsageError
+from ..negatives import make_embedder
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,8 +52,6 @@ class Executor(ABC):
 
         The default runs in this process; the Ray executor runs GPU (or CPU) actors.
         """
-        from ..negatives import make_embedder
-
         embedder = make_embedder(embedder_spec)
         for chunk in chunks:
             yield embedder.embed_paths(list(chunk))

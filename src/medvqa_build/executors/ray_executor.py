@@ -29,6 +29,7 @@ import ray.data
 from ray.util.debug import log_once
 
 from ..errors import UsageError
+from ..negatives import make_embedder
 from . import Executor
 
 T = TypeVar("T")
@@ -81,8 +82,6 @@ class _EmbedActor:
 
     def _embedder(self, spec: bytes):
         if spec != self.spec:
-            from ..negatives import make_embedder
-
             self.spec = spec
             try:
                 self.embedder, self.error = make_embedder(pickle.loads(spec)), None
@@ -106,8 +105,6 @@ class _EmbedActor:
 def _embedder_identity(spec: bytes) -> bytes:
     """``(id, dim)`` of the embedder ``spec`` builds here (a worker with the actors' resources:
     an open_clip id names the device-dependent precision)."""
-    from ..negatives import make_embedder
-
     try:
         embedder = make_embedder(pickle.loads(spec))
         return _dump_outcome(True, (str(embedder.id), int(embedder.dim)))

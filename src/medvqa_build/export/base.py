@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..manifest import SourceManifest
 from ..records import Item
@@ -27,12 +27,6 @@ class ExportContext:
     manifests: dict[str, SourceManifest]
     validation: dict[str, Any] = field(default_factory=dict)  # {"problems": n, "failed": bool}
     options: dict[str, Any] = field(default_factory=dict)  # recipe export.options[<format>]
-
-
-class Exporter(Protocol):
-    name: str
-
-    def __call__(self, ctx: ExportContext, out: Path) -> dict[str, Any]: ...
 
 
 EXPORTERS: Registry[Callable[[ExportContext, Path], dict[str, Any]]] = Registry("export format")

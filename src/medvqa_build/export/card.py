@@ -16,10 +16,12 @@ from collections.abc import Iterable, Sequence
 
 import yaml
 
-from .. import __version__
+from .._version import __version__
+from ..eval.baselines import option_chance
 from ..manifest import SourceManifest
 from ..records import Item
-from .common import answer_letters, is_grounding
+from ..vocab import answer_letters
+from .common import is_grounding
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -82,12 +84,10 @@ class CardStats:
         return {t: dict(sorted(c.items())) for t, c in sorted(self.card_letters.items())}
 
     def random_baselines(self) -> dict[str, float | None]:
-        from ..scoring import random_baseline as chance
-
         out: dict[str, float | None] = {}
         for task, counts in sorted(self.n_options.items()):
             multi = task in self.multi_select
-            values = [chance(n, multi_select=multi) for n in counts]
+            values = [option_chance(n, multi_select=multi) for n in counts]
             out[task] = sum(values) / len(values) if values else None
         return out
 
@@ -165,6 +165,24 @@ def dataset_card(
     """The README.md text; ``items``: the items (read once) or their :class:`CardStats`."""
     stats = card_stats(items)
     used = sorted(stats.sources)
+    lines = _front_matter(name, manifests, used, configs, dataset_info)
+    lines += [f"# {name}", ""] + _introduction(stats, used, validation)
+    lines += ["## Licences", ""]
+    lines += ["Each source keeps its owners' terms; use of this benchmark is bound by all of them:"]
+    lines += [""] + [f"- `{s}`: {manifests[s].licence}" for s in used] + [""]
+    lines += _configs(configs, config_items, stats.total)
+    lines += _contents(stats)
+    if plots:
+        lines += ["## Distributions", ""] + [f"![{p}](assets/{p})" for p in plots] + [""]
+    lines += ["## Sources and citations", ""]
+    for sid in used:
+        lines += _citation(sid, manifests[sid])
+    lines += _how_built(recipe_yaml)
+    return "\n".join(lines)
+
+
+def _front_matter(name, manifests, used, configs, dataset_info) -> list[str]:
+    """The card's YAML metadata block (the Hub reads it)."""
     licences = sorted({manifests[s].licence for s in used})
     header = {
         "pretty_name": name,
@@ -176,16 +194,12 @@ def dataset_card(
     }
     if dataset_info:
         header["dataset_info"] = dataset_info
-    recipe = yaml.safe_load(recipe_yaml) or {}
+    text = yaml.dump(header, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True)
+    return ["---", text.rstrip(), "---", ""]
+
+
+def _introduction(stats: CardStats, used: list[str], validation: dict) -> list[str]:
     lines = [
-        "---",
-        yaml.dump(header, Dumper=_NoAliasDumper, sort_keys=False, allow_unicode=True).rstrip(),
-        "---",
-        "",
-        f"# {name}",
-        "",
-    ]
-    lines += [
         f"Built with medvqa_build {__version__} from the recipe below: {stats.total} items from "
         f"{len(used)} source(s). Every item keeps its clean source image reference "
         "(`sample_ids`) and exactly what was drawn on it (`prompt_geometry`).",
@@ -197,19 +211,16 @@ def dataset_card(
             f"({validation.get('problems', 0)} problems) and was exported with --force.",
             "",
         ]
-    lines += [
-        "## Licences",
-        "",
-        "Each source keeps its owners' terms; use of this benchmark is bound by all of them:",
-        "",
-    ]
-    lines += [f"- `{s}`: {manifests[s].licence}" for s in used] + [""]
-    lines += ["## Configs", "", "| config | items | splits |", "|---|---|---|"]
+    return lines
+
+
+def _configs(configs: list[dict], config_items: dict[str, int] | None, total: int) -> list[str]:
+    lines = ["## Configs", "", "| config | items | splits |", "|---|---|---|"]
     for cfg in configs:
-        n = (config_items or {}).get(cfg["config_name"], stats.total)
+        n = (config_items or {}).get(cfg["config_name"], total)
         splits = ", ".join(d["split"] for d in cfg["data_files"])
         lines.append(f"| `{cfg['config_name']}` | {n} | {splits} |")
-    lines += [
+    return lines + [
         "",
         "```python",
         "from datasets import load_dataset",
@@ -217,7 +228,12 @@ def dataset_card(
         "```",
         "",
     ]
-    lines += ["## Contents", ""]
+
+
+def _contents(stats: CardStats) -> list[str]:
+    """Items by task and split, scene, source, split and prompt level; answer letters; the
+    random baselines."""
+    lines = ["## Contents", ""]
     lines += _cross_table(stats.task_split, "task \\ split")
     lines += _table("scene", stats.scene)
     lines += _table("source", stats.source)
@@ -237,26 +253,28 @@ def dataset_card(
     ]
     for task, value in stats.random_baselines().items():
         lines.append(f"| {task} | {'-' if value is None else f'{100 * value:.2f}%'} |")
-    lines += [""]
-    if plots:
-        lines += ["## Distributions", ""] + [f"![{p}](assets/{p})" for p in plots] + [""]
-    lines += ["## Sources and citations", ""]
-    for sid in used:
-        m = manifests[sid]
-        lines += [
-            f"### {m.title} (`{sid}`)",
-            "",
-            f"- Homepage: {m.homepage}",
-            f"- Licence: {m.licence}",
-            f"- Access: {m.access} — {m.access_terms}",
-            "",
-            "```bibtex",
-            m.citation.rstrip(),
-            "```",
-            "",
-        ]
+    return lines + [""]
+
+
+def _citation(sid: str, m: SourceManifest) -> list[str]:
+    return [
+        f"### {m.title} (`{sid}`)",
+        "",
+        f"- Homepage: {m.homepage}",
+        f"- Licence: {m.licence}",
+        f"- Access: {m.access} — {m.access_terms}",
+        "",
+        "```bibtex",
+        m.citation.rstrip(),
+        "```",
+        "",
+    ]
+
+
+def _how_built(recipe_yaml: str) -> list[str]:
+    recipe = yaml.safe_load(recipe_yaml) or {}
     embedders = _embedders(recipe_yaml)
-    lines += [
+    return [
         "## How it was built",
         "",
         f"- Recipe: `{recipe.get('name', '?')}`, benchmark `{recipe.get('benchmark', '?')}`, "
@@ -269,4 +287,3 @@ def dataset_card(
         "```",
         "",
     ]
-    return "\n".join(lines)

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import string
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,9 +17,9 @@ from typing import Any
 from ..errors import UsageError
 from ..media.load import check_any_image, export_image_bytes
 from ..records import Item
-from ..schema import atomic_path
+from ..store.atomic import AtomicFile, write_atomic
+from ..vocab import LETTERS
 
-LETTERS = string.ascii_uppercase
 # VLMEvalKit switches to circular evaluation for dataset names containing these (smp/misc.py).
 CIRCULAR_NAME_MARKERS = ("mmbench", "ccbench", "circular", "mmcr")
 
@@ -33,10 +31,6 @@ def is_grounding(item: Item) -> bool:
 
 def is_mcq(item: Item) -> bool:
     return bool(item.options)
-
-
-def answer_letters(answer: str) -> list[str]:
-    return [a.strip() for a in answer.split(",") if a.strip()]
 
 
 def slug(text: str) -> str:
@@ -54,15 +48,6 @@ def task_config(owner: dict[str, str], task: str) -> str:
             fix="rename one of the tasks in the recipe",
         )
     return key
-
-
-def task_configs(items: Iterable[Item]) -> dict[str, str]:
-    """One config per task family: ``{slug: task}`` sorted by slug (one pass; two tasks never
-    share a slug)."""
-    owner: dict[str, str] = {}
-    for item in items:
-        task_config(owner, item.task)
-    return dict(sorted(owner.items()))
 
 
 def column_values(items: Iterable[Item], name: str) -> Iterable[Any]:
@@ -99,10 +84,6 @@ def check_export_name(name: str) -> str:
     return name
 
 
-def image_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 class ImageCopier:
     """Copy item images into an export folder once each, named by content (stable, deduplicated)."""
 
@@ -117,7 +98,7 @@ class ImageCopier:
         digest = hashlib.sha256(data).hexdigest()[:20]
         rel = f"{folder or self.folder}/{digest}{suffix}"
         if rel not in self._written:
-            write_bytes(self.out / rel, data)
+            write_atomic(self.out / rel, data)
             self._written.add(rel)
         return rel
 
@@ -133,23 +114,9 @@ class ImageCopier:
         return self._sizes[ref]
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write atomically (temp file + rename)."""
-    tmp = atomic_path(path)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def write_text(path: Path, text: str) -> None:
-    write_bytes(path, text.encode("utf-8"))
-
-
 def write_json(path: Path, data: Any) -> None:
     """JSON with a fixed layout (indent 2, UTF-8, trailing newline) so equal data = equal bytes."""
-    write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def option_block(options: Iterable[str]) -> str:
@@ -162,28 +129,22 @@ class JsonListWriter:
     :meth:`close`; the temp file is removed if the writer is dropped by an error)."""
 
     def __init__(self, path: Path):
-        self.path, self.tmp = path, atomic_path(path)
+        self.path = path
         self.count = 0
-        # closed by close() or abort(): the file outlives this call
-        self._fh = open(self.tmp, "wb")  # noqa: SIM115
+        self._file = AtomicFile(path)
 
     def append(self, value: Any) -> None:
         text = json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  ")
-        self._fh.write(("[\n  " if self.count == 0 else ",\n  ").encode("utf-8"))
-        self._fh.write(text.encode("utf-8"))
+        self._file.fh.write(("[\n  " if self.count == 0 else ",\n  ").encode("utf-8"))
+        self._file.fh.write(text.encode("utf-8"))
         self.count += 1
 
     def close(self) -> None:
-        try:
-            self._fh.write(b"[]\n" if self.count == 0 else b"\n]\n")
-            self._fh.close()
-            os.replace(self.tmp, self.path)
-        finally:
-            self.abort()  # no-op once renamed
+        self._file.fh.write(b"[]\n" if self.count == 0 else b"\n]\n")
+        self._file.commit()
 
     def abort(self) -> None:
-        self._fh.close()
-        self.tmp.unlink(missing_ok=True)
+        self._file.abort()
 
     def __enter__(self) -> JsonListWriter:
         return self

@@ -24,13 +24,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import UsageError
-from ..images import export_name
 from ..media.load import export_image_bytes
+from ..media.refs import export_name
 from ..records import Item
-from ..schema import atomic_path, item_features, items_to_table
+from ..schema import item_features
+from ..store.atomic import atomic_path, write_atomic
+from ..store.parquet import items_to_table
 from .base import EXPORTERS, ExportContext
 from .card import CardStats, dataset_card
-from .common import slug, task_config, where, write_bytes, write_text
+from .common import slug, task_config, where
 from .plots import card_plots
 
 IMAGE_LIST = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
@@ -268,7 +270,7 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
         counts[config] = sum(p.count for p in splits.values())
     plots = card_plots(plan.stats)
     for fname, png in plots.items():
-        write_bytes(out / "assets" / fname, png)
+        write_atomic(out / "assets" / fname, png)
     card = dataset_card(
         plan.stats,
         ctx.manifests,
@@ -280,5 +282,5 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
         plots=list(plots),
         config_items=counts,
     )
-    write_text(out / "README.md", card)
+    write_atomic(out / "README.md", card)
     return {"items": plan.stats.total, "configs": list(counts), "files": files, "plots": len(plots)}

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..store.atomic import write_atomic
 from .base import EXPORTERS, ExportContext
-from .common import check_export_name, is_grounding, is_mcq, slug, write_text
+from .common import check_export_name, is_grounding, is_mcq, slug
 
 MCQ_POST = "\nAnswer with the option's letter from the given choices directly."
 BOX_POST = "\nAnswer with the bounding box of the target as [x1, y1, x2, y2] in pixels."
@@ -76,9 +77,9 @@ def export_lmms(ctx: ExportContext, out: Path) -> dict:
     for kind in kinds:
         if kind in present:
             fname = f"{slug(name)}_{kind}.yaml"
-            write_text(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
+            write_atomic(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
             written.append(fname)
-    write_text(
+    write_atomic(
         out / "utils.py", (Path(__file__).parent / "lmms_utils.py").read_text(encoding="utf-8")
     )
     return {"tasks": written}

@@ -14,12 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..geometry import xyxy_to_abs
+from ..vocab import LETTERS, answer_letters
 from .base import EXPORTERS, ExportContext
 from .common import (
-    LETTERS,
     ImageCopier,
     JsonListWriter,
-    answer_letters,
     check_export_name,
     column_values,
     is_grounding,

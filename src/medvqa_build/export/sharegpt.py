@@ -14,19 +14,17 @@ from pathlib import Path
 from ..errors import UsageError
 from ..geometry import format_box
 from ..records import Item
+from ..vocab import COORD_FORMATS, LETTERS, answer_letters
 from .base import EXPORTERS, ExportContext
 from .common import (
-    LETTERS,
     ImageCopier,
     JsonListWriter,
-    answer_letters,
     check_export_name,
     is_grounding,
     option_block,
     write_json,
 )
 
-CONVENTIONS = ("abs", "norm1000", "norm1", "qwen")
 MCQ_SUFFIX = "Answer with the option's letter from the given choices directly."
 
 
@@ -60,10 +58,10 @@ def export_sharegpt(ctx: ExportContext, out: Path) -> dict:
     ``answer`` (``letter_text`` default, or ``letter``)."""
     name = check_export_name(ctx.name)
     convention = ctx.options.get("convention")
-    if convention is not None and convention not in CONVENTIONS:
+    if convention is not None and convention not in COORD_FORMATS:
         raise UsageError(
             f"sharegpt convention {convention!r} is unknown",
-            fix=f"use one of {', '.join(CONVENTIONS)}",
+            fix=f"use one of {', '.join(COORD_FORMATS)}",
         )
     style = ctx.options.get("answer", "letter_text")
     copier = ImageCopier(out, ctx.resolve)

@@ -20,7 +20,6 @@ import base64
 import csv
 import hashlib
 import logging
-import os
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,14 +29,14 @@ from ..errors import UsageError
 from ..media.dicom import is_dicom
 from ..media.load import export_image_bytes
 from ..records import Item
-from ..schema import atomic_path
+from ..store.atomic import AtomicFile, write_atomic
+from ..vocab import LETTERS, answer_letters
 from .base import EXPORTERS, ExportContext
-from .common import LETTERS, answer_letters, check_export_name, is_mcq, require_items, write_bytes
+from .common import check_export_name, is_mcq, require_items
 from .tsv_text import TypedColumns
 
 log = logging.getLogger(__name__)
 CIRCULAR_STEP = 1_000_000
-REF_MAX_CHARS = 64  # VLMEvalKit: an image cell this short is another row's index
 TEXT_COLUMNS = ("question", "category", "l2-category", "task", "subtask", "scene", "dataset", "gt")
 
 
@@ -109,23 +108,24 @@ class _Md5File:
     """A text file written atomically in UTF-8 while its MD5 is computed."""
 
     def __init__(self, path: Path):
-        self.path, self.tmp = path, atomic_path(path)
-        # closed by close() or abort(): the file outlives this block
-        self.fh = open(self.tmp, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        self.path = path
+        self._file = AtomicFile(path, "w", encoding="utf-8", newline="")
         self.md5 = hashlib.md5()
 
     def write(self, text: str) -> int:
         self.md5.update(text.encode("utf-8"))
-        return self.fh.write(text)
+        return self._file.fh.write(text)
 
     def close(self) -> str:
-        self.fh.close()
-        os.replace(self.tmp, self.path)
+        self._file.commit()
         return self.md5.hexdigest()
 
     def abort(self) -> None:
-        self.fh.close()
-        self.tmp.unlink(missing_ok=True)
+        self._file.abort()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.fh.closed
 
 
 def _text_cells(item: Item) -> dict[str, str | None]:
@@ -256,10 +256,34 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
     circular = bool(ctx.options.get("circular", False))
     limit = float(ctx.options.get("part_size_mb", 1000)) * 1e6
     images = _Images(ctx.resolve)
+    parts, kept, total, n_opt = _cut_parts(ctx.items, circular, limit, images)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [
+        f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
+        for k in range(1, len(parts) + 1)
+    ]
+    md5, rewritten = _write_parts(items, parts, names, images, ctx, n_opt, circular, out)
+    md5 = {n: md5[n] for n in names}
+    write_atomic(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
+    if rewritten:
+        log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
+    return {
+        "rows": sum(p.rows for p in parts),
+        "items": kept,
+        "parts": list(md5),
+        "md5": md5,
+        "left_out_not_mcq": total - kept,
+        "quoted_cells": rewritten,
+    }
+
+
+def _cut_parts(items, circular: bool, limit: float, images) -> tuple[list, int, int, int]:
+    """The first pass: ``(parts, MCQ items, all items, most options)``, a part ending where
+    the next item's rows would pass ``limit`` bytes."""
     parts: list[_Part] = [_Part(0)]
     size = kept = total = 0
     n_opt = None
-    for item in ctx.items:
+    for item in items:
         total += 1
         if not is_mcq(item):
             continue
@@ -277,11 +301,12 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
     n_opt = 4 if n_opt is None else n_opt
     if n_opt > len(LETTERS):
         raise UsageError(f"an item has {n_opt} options; VLMEvalKit option columns are A..Z")
-    out.mkdir(parents=True, exist_ok=True)
-    names = [
-        f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
-        for k in range(1, len(parts) + 1)
-    ]
+    return parts, kept, total, n_opt
+
+
+def _write_parts(items, parts, names, images, ctx, n_opt, circular, out) -> tuple[dict, int]:
+    """The next passes: every part's rows; ``(md5 of each part, cells quoted)``. A part that
+    is not finished when an error stops the export is removed."""
     writers: list[_PartWriter | None] = [None] * len(parts)
     md5: dict[str, str] = {}
     rewritten = 0
@@ -310,18 +335,7 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
                 finish(p)
     except BaseException:
         for w in writers:
-            if w is not None and not w.out.fh.closed:
+            if w is not None and not w.out.closed:
                 w.abort()
         raise
-    md5 = {n: md5[n] for n in names}
-    write_bytes(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
-    if rewritten:
-        log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
-    return {
-        "rows": sum(p.rows for p in parts),
-        "items": kept,
-        "parts": list(md5),
-        "md5": md5,
-        "left_out_not_mcq": total - kept,
-        "quoted_cells": rewritten,
-    }
+    return md5, rewritten

@@ -1,35 +1,51 @@
-"""What every layout shares: the scan context and the registry of layouts.
+"""What every layout shares: the scan context, the :class:`FileLayout` base and the registry.
 
 A layout's ``scan`` yields, for every candidate file it finds, exactly one
-:class:`~medvqa_build.records.Sample` or one
-:class:`~medvqa_build.quarantine.QuarantineEntry`, so ``found = converted + quarantined``.
+:class:`~medvqa_build.records.Sample` or one :class:`~medvqa_build.records.QuarantineEntry`,
+so ``found = converted + quarantined``. :class:`FileLayout` owns that loop; a layout says
+how its candidates are found and how one is read.
 """
 
 from __future__ import annotations
 
-import os
-import posixpath
-import re
-import stat
-from collections.abc import Iterator
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import SourceError
-from ..media.image import ImageProblem
-from ..pydantic_errors import describe_validation_error
-from ..quarantine import QuarantineEntry
-from ..records import Sample
+from ..errors import ImageProblem, SourceError, describe_validation_error
+from ..records import QuarantineEntry, Sample
 from ..registry import Registry
-
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
+from ..store.paths import contained_path, without_suffix
+from .discovery import Expect
 
 
 class LabelProblem(Exception):
     """A raw label string that the manifest's label map does not know."""
+
+
+# cells that mean "no value" in the owners' label tables, whatever the dataset: a layout adds
+# the markers its dataset's documentation names (e.g. "-1", "not assessed") in its options
+MISSING_MARKERS = ("", "nan", "NaN", "NAN", "NA", "N/A", "n/a", "null", "NULL", "None", "none")
+
+
+_DEFAULT_MARKERS = frozenset(MISSING_MARKERS)
+
+
+def is_missing(value: object, markers: Iterable[str] = _DEFAULT_MARKERS) -> bool:
+    """Whether a table cell holds no value (``None``, a float NaN or one of ``markers``;
+    pass a frozenset when calling once per cell)."""
+    if value is None:
+        return True
+    if isinstance(value, float) and value != value:
+        return True
+    if not isinstance(markers, frozenset | set):
+        markers = set(markers)
+    return str(value).strip() in markers
 
 
 @dataclass
@@ -47,6 +63,11 @@ class ScanContext:
     shard_index: int = 0
     shard_count: int = 1
     candidates_seen: int = field(default=0, init=False, repr=False)
+    # labels a table left empty or marked "not assessed": field -> count (see label_missing)
+    labels_missing: Counter = field(default_factory=Counter, init=False, repr=False)
+    _missing_here: bool = field(default=False, init=False, repr=False)
+    # label tables read (path below root -> columns), for `medvqa-build inspect`
+    tables: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)
     # folders below root found free of symbolic links during this scan (see contained_path)
     _link_free: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -59,6 +80,22 @@ class ScanContext:
         if self.shard_count > 1 and index % self.shard_count != self.shard_index:
             return None
         return fn(*args, **kwargs)
+
+    def label_missing(self, name: str, n: int = 1) -> None:
+        """Count a label the dataset left out for the current candidate (an empty cell,
+        ``NaN``, a "not assessed" marker): the sample keeps its other labels."""
+        self.labels_missing[name] += n
+        self._missing_here = True
+
+    def note_table(self, path: Path, columns) -> None:
+        """Record a label table the layout read and its columns (shown by ``inspect``)."""
+        rel = self.rel(path) if path.is_absolute() and path.is_relative_to(self.root) else path
+        self.tables[str(rel)] = [str(c) for c in columns]
+
+    def take_missing_labels(self) -> bool:
+        """Whether the candidate just yielded had labels left out (and reset for the next)."""
+        here, self._missing_here = self._missing_here, False
+        return here
 
     def canonical(self, raw: str) -> str:
         """Map a raw label through the manifest's label map (identity when the map is empty)."""
@@ -83,6 +120,34 @@ class ScanContext:
 
     def sample_id(self, key: str) -> str:
         return f"{self.source}:{key}"
+
+    def sample(
+        self,
+        rel: str,
+        width: int,
+        height: int,
+        *,
+        key: str | None = None,
+        group_id: str | None = None,
+        modality: str | None = None,
+        **fields: Any,
+    ) -> Sample:
+        """The :class:`Sample` of ``rel`` (an image path below the root) in this part: its id
+        is ``<source>:<key>`` (default: ``rel`` without its suffix), its group the key unless
+        given, its modality and scene the part's; ``fields`` are the other Sample fields
+        (labels, attributes, regions, split, frame, slice)."""
+        key = without_suffix(rel) if key is None else key
+        return Sample(
+            sample_id=self.sample_id(key),
+            source=self.source,
+            image=rel,
+            width=width,
+            height=height,
+            modality=modality or self.modality,
+            scene=self.scene,
+            group_id=key if group_id is None else group_id,
+            **fields,
+        )
 
     def quarantine(self, file: str | Path, reason: str) -> QuarantineEntry:
         if isinstance(file, Path) and file.is_absolute():
@@ -123,11 +188,89 @@ class ScanContext:
 
 
 class Layout(Protocol):
+    """A generic on-disk layout, configured by its validated ``Options``.
+
+    ``expects`` is what a part needs under the source root to be there (alternatives of
+    :class:`~medvqa_build.layouts.discovery.Expect`: root discovery and partial downloads rest
+    on it); ``provides`` what its samples carry (capabilities, see
+    :mod:`medvqa_build.tasks.requirements`), so a recipe's tasks are checked against the
+    sources before anything is converted.
+    """
+
     name: ClassVar[str]
     # True when every candidate's work goes through ScanContext.defer (parallel convert)
     shardable: ClassVar[bool]
 
+    def expects(self) -> Sequence[Sequence[Expect]]: ...
+
+    def provides(self) -> set[str]: ...
+
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]: ...
+
+
+def attribute_caps(names: Iterable[str] | None) -> set[str]:
+    """``attribute:<name>`` capabilities for attribute names (see :meth:`Layout.provides`)."""
+    return {f"attribute:{n}" for n in names or ()}
+
+
+@dataclass(frozen=True)
+class FileCandidate:
+    """One thing a :class:`FileLayout` found: the image path below the root (what a
+    quarantine entry names) and what its ``read`` needs to know of it."""
+
+    rel: str
+    info: Any = None
+
+
+class FileLayout(ABC):
+    """Base of the layouts: finding candidates and reading one is theirs, the loop is here.
+
+    Every candidate goes through :meth:`ScanContext.defer` (so convert can shard the work
+    and ``inspect`` can count without reading), a per-file problem (:class:`ImageProblem`,
+    :class:`LabelProblem`) becomes a quarantine entry naming the candidate and the reason,
+    and :meth:`ScanContext.sample` builds the sample. ``candidates`` may also yield a
+    :class:`QuarantineEntry` for something it can tell is bad without reading it (a file
+    no table lists): it keeps its place in the scan order.
+    """
+
+    name: ClassVar[str]
+    shardable: ClassVar[bool] = True
+    # False where finding the candidates reads the data itself (label volumes): ``inspect``
+    # then stops after its limit instead of counting them all
+    counts_cheaply: ClassVar[bool] = True
+    Options: ClassVar[type[LayoutOptions]]
+
+    def __init__(self, options: LayoutOptions):
+        self.options = options
+
+    @abstractmethod
+    def expects(self) -> Sequence[Sequence[Expect]]:
+        """What the part needs under the source root (see :mod:`.discovery`)."""
+
+    @abstractmethod
+    def provides(self) -> set[str]:
+        """What its samples carry (see :mod:`medvqa_build.tasks.requirements`)."""
+
+    @abstractmethod
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate | QuarantineEntry]:
+        """Every candidate of the part, in a stable order; tables are read here, once."""
+
+    @abstractmethod
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample | QuarantineEntry:
+        """One candidate's sample; raise :class:`ImageProblem` or :class:`LabelProblem` (or
+        return a quarantine entry) when it cannot be one."""
+
+    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry | None]:
+        for candidate in self.candidates(ctx):
+            yield ctx.defer(self._read_one, ctx, candidate)
+
+    def _read_one(self, ctx: ScanContext, candidate) -> Sample | QuarantineEntry:
+        if isinstance(candidate, QuarantineEntry):
+            return candidate
+        try:
+            return self.read(ctx, candidate)
+        except (ImageProblem, LabelProblem) as exc:
+            return ctx.quarantine(candidate.rel, str(exc))
 
 
 class LayoutOptions(BaseModel):
@@ -148,95 +291,3 @@ def make_layout(name: str, options: dict[str, Any], where: str) -> Layout:
             f"bad options for layout {name!r}: {describe_validation_error(exc)}", where=where
         ) from None
     return cls(opts)
-
-
-def contained_path(root: Path, rel: str | Path, link_free: set[str] | None = None) -> Path:
-    """``root / rel``, or :class:`ImageProblem` when that would leave ``root`` (see
-    :meth:`ScanContext.safe_path`).
-
-    ``link_free`` (one set per scan of one root) remembers the folders found free of symbolic
-    links, so a scan checks each folder once and then only each file (one ``lstat``).
-    """
-    problem, norm = _containment(root, rel, link_free)
-    if problem is not None:
-        raise ImageProblem(problem)
-    return root / norm
-
-
-def path_problem(root: Path, rel: str | Path, link_free: set[str] | None = None) -> str | None:
-    """Why :func:`contained_path` would refuse ``rel`` (its message), or None; no Path is
-    built, so a check of every sample's file costs one ``lstat`` with ``link_free``."""
-    return _containment(root, rel, link_free)[0]
-
-
-def _containment(root: Path, rel: str | Path, link_free: set[str] | None) -> tuple[str | None, str]:
-    text = str(rel).replace("\\", "/")
-    if text.startswith("/") or _DRIVE.match(text):
-        return f"path {text!r} is absolute; expected a path inside the source root", text
-    norm = posixpath.normpath(text)
-    if norm == ".." or norm.startswith("../"):
-        return f"path {text!r} leaves the source root through '..'; refused", norm
-    if not _has_link_below(str(root), norm, link_free):
-        # no symbolic link between root and the file: ``root / norm`` resolves to
-        # ``resolve(root) / norm``, inside the root (a missing part ends the walk, as it
-        # ends resolve's)
-        return None, norm
-    try:
-        real = (root / norm).resolve()
-        real_root = root.resolve()
-    except (OSError, RuntimeError):
-        return f"path {text!r} is a symbolic link loop", norm
-    if not real.is_relative_to(real_root):
-        return f"path {text!r} is a symbolic link to a file outside the source root", norm
-    return None, norm
-
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-def _has_link_below(root: str, norm: str, link_free: set[str] | None = None) -> bool:
-    """Whether any part of ``root/norm`` below ``root`` is a symbolic link (one ``lstat`` per
-    part not yet in ``link_free``; the full ``resolve`` is needed only when one is)."""
-    if norm == ".":
-        return False
-    folder, _, name = norm.rpartition("/")
-    if folder and link_free is not None and folder in link_free:
-        parts, current = [name], os.path.join(root, folder)
-    else:
-        parts, current = norm.split("/"), root
-    for part in parts:
-        current = os.path.join(current, part)
-        try:
-            mode = os.lstat(current).st_mode
-        except OSError:
-            return False  # missing (or not a folder): nothing below it can be a link
-        if stat.S_ISLNK(mode):
-            return True
-    if folder and link_free is not None:
-        link_free.add(folder)  # every part of it was looked at: none is a link
-    return False
-
-
-def sorted_files(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[Path]:
-    """Files under ``folder`` (recursive) with one of ``extensions``, in a stable order."""
-    return [Path(dirpath) / name for dirpath, name in walk_files(folder, extensions)]
-
-
-def walk_files(
-    folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS
-) -> Iterator[tuple[str, str]]:
-    """:func:`sorted_files` as ``(folder path, file name)`` strings, same order: a layout that
-    scans a million files need not build a :class:`~pathlib.Path` for each."""
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in sorted(filenames):
-            if name.lower().endswith(extensions) and not name.startswith("."):
-                yield dirpath, name
-
-
-def without_suffix(rel: str) -> str:
-    """``Path(rel).with_suffix("").as_posix()`` for a normalised posix ``rel`` (the sample key
-    of an image path), without building a Path."""
-    slash = rel.rfind("/") + 1
-    dot = rel.rfind(".", slash)
-    return rel[:dot] if slash < dot < len(rel) - 1 else rel

@@ -3,7 +3,11 @@
 kept as attributes (HyperKvasir: ``{upper,lower}-gi-tract/<category>/<class>``).
 
 An optional ``split_table`` joins a separate file-name -> split CSV (HyperKvasir's official
-``2_fold_split.csv``, ``file-name;class-name;split-index``) onto the samples by file name."""
+``2_fold_split.csv``, ``file-name;class-name;split-index``) onto the samples by file name. Its
+class column is compared with the folder through the manifest's label map (the owners' split
+file spells classes as an earlier release did: ``normal-cecum`` for the folder ``cecum``), and
+a split or class cell holding a missing-value marker is no value: the image keeps ``split``
+null (counted) or is not cross-checked."""
 
 from __future__ import annotations
 
@@ -11,22 +15,26 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
 from ..errors import SourceError
-from ..media.image import ImageProblem, check_image
-from ..quarantine import QuarantineEntry
-from ..records import Sample
+from ..media.image import check_image
+from ..records import QuarantineEntry, Sample
+from ..store.paths import IMAGE_EXTENSIONS, walk_files
 from .base import (
-    IMAGE_EXTENSIONS,
     LAYOUTS,
+    MISSING_MARKERS,
+    FileCandidate,
+    FileLayout,
     LabelProblem,
     LayoutOptions,
     ScanContext,
-    walk_files,
-    without_suffix,
+    attribute_caps,
+    is_missing,
 )
+from .discovery import Alternatives, Expect
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +42,23 @@ log = logging.getLogger(__name__)
 class SplitTableOptions(LayoutOptions):
     """A CSV naming each image's split, joined on the image's file name (not its path)."""
 
-    file: str  # relative to ROOT
+    # relative to ROOT; a list names the places a user may have put it: the first present is read
+    file: str | list[str]
     sep: str = ","
     file_column: str
     split_column: str
-    # when set, the row's class must equal the image's class folder (else the image is
-    # quarantined): a split row for the same file name under another class is a mix-up
+    # when set, the row's class must map (through the label map) to the same canonical label
+    # as the image's class folder, else the image is quarantined: a split row for the same
+    # file name under another class is a mix-up
     class_column: str | None = None
     split_prefix: str = ""  # Sample.split = prefix + raw value, e.g. "split_" + "0"
     required: bool = False  # False: a missing file leaves split None, with no error
+    # a split or class cell holding one of these is no value
+    missing_values: list[str] = list(MISSING_MARKERS)
+
+    @property
+    def files(self) -> list[str]:
+        return [self.file] if isinstance(self.file, str) else list(self.file)
 
 
 class ClassFoldersOptions(LayoutOptions):
@@ -51,16 +67,29 @@ class ClassFoldersOptions(LayoutOptions):
     extensions: list[str] = list(IMAGE_EXTENSIONS)
     split_table: SplitTableOptions | None = None
 
+    @property
+    def missing_values(self) -> list[str] | None:
+        """The markers of the one table this layout reads (the split table), if any."""
+        return self.split_table.missing_values if self.split_table else None
+
 
 SplitRows = dict[str, tuple[str | None, str | None]]  # file name -> (split, class)
 
 
-def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitRows | None:
-    """The split of each listed file name; None when the optional file is absent."""
-    if not (ctx.root / o.file).is_file() and not o.required:
+class SplitTable(NamedTuple):
+    file: str  # as found below the root
+    rows: SplitRows
+
+
+def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitTable | None:
+    """The split of each listed file name (None: the row leaves it empty); None when the
+    optional file is absent."""
+    present = [rel for rel in o.files if (ctx.root / rel).is_file()]
+    if not present and not o.required:
         return None
-    path = ctx.require_file(o.file, "split table")
+    path = ctx.require_file(present[0] if present else o.files[0], "split table")
     table = pd.read_csv(path, sep=o.sep, dtype=str, keep_default_na=False)
+    ctx.note_table(path, table.columns)
     wanted = [c for c in (o.file_column, o.split_column, o.class_column) if c]
     missing = [c for c in wanted if c not in table.columns]
     if missing:
@@ -73,9 +102,10 @@ def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitRows | None
     for row in table.to_dict("records"):
         name = Path(str(row[o.file_column]).strip()).name
         raw = str(row[o.split_column]).strip()
+        cls = str(row[o.class_column]).strip() if o.class_column else None
         value = (
-            f"{o.split_prefix}{raw}" if raw else None,
-            str(row[o.class_column]).strip() if o.class_column else None,
+            None if is_missing(raw, o.missing_values) else f"{o.split_prefix}{raw}",
+            None if cls is None or is_missing(cls, o.missing_values) else cls,
         )
         if rows.setdefault(name, value) != value:
             raise SourceError(
@@ -83,83 +113,90 @@ def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitRows | None
                 where=str(path),
                 fix="use the owners' split file unchanged",
             )
-    return rows
+    return SplitTable(ctx.rel(path), rows)
 
 
 @LAYOUTS.register("class_folders")
-class ClassFolders:
+class ClassFolders(FileLayout):
     name = "class_folders"
-    shardable = True
     Options = ClassFoldersOptions
 
-    def __init__(self, options: ClassFoldersOptions):
-        self.o = options
+    def expects(self) -> Alternatives:
+        folder = self.options.images_dir
+        return [[Expect(folder, "dir")]] if folder not in ("", ".") else []
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        base = ctx.require_dir(self.o.images_dir, "class")
-        depth = len(self.o.parent_attributes) + 1
-        splits = read_split_table(ctx, self.o.split_table) if self.o.split_table else None
+    def provides(self) -> set[str]:
+        return {"labels", "attribute:source_label"} | attribute_caps(self.options.parent_attributes)
+
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate]:
+        """Every image below ``images_dir``, with its folder, folders below ``images_dir`` and
+        the split table (read once)."""
+        o = self.options
+        base = ctx.require_dir(o.images_dir, "class")
+        splits = read_split_table(ctx, o.split_table) if o.split_table else None
         seen: set[str] = set()
         folder = None
-        for dirpath, name in walk_files(base, tuple(e.lower() for e in self.o.extensions)):
+        for dirpath, name in walk_files(base, tuple(e.lower() for e in o.extensions)):
             if dirpath != folder:  # per folder, not per file: its path below root and base
                 folder = dirpath
                 prefix = Path(dirpath).relative_to(ctx.root).as_posix() + "/"
                 prefix = "" if prefix == "./" else prefix
                 folders = Path(dirpath).relative_to(base).parts
             seen.add(name)
-            yield ctx.defer(self._sample, ctx, dirpath, prefix, folders, name, depth, splits)
+            yield FileCandidate(prefix + name, (dirpath, name, folders, splits))
         if splits:
-            _log_unmatched(ctx, self.o.split_table, sorted(set(splits) - seen))
+            _log_unmatched(ctx, splits.file, sorted(set(splits.rows) - seen))
 
-    def _sample(
-        self, ctx: ScanContext, dirpath: str, prefix: str, folders, name: str, depth: int, splits
-    ) -> Sample | QuarantineEntry:
-        rel = prefix + name
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample | QuarantineEntry:
+        o = self.options
+        dirpath, name, folders, splits = candidate.info
+        depth = len(o.parent_attributes) + 1
         if len(folders) != depth:
             return ctx.quarantine(
-                rel,
-                f"expected {depth} folder level(s) below {self.o.images_dir!r}, "
-                f"found {len(folders)}",
+                candidate.rel,
+                f"expected {depth} folder level(s) below {o.images_dir!r}, found {len(folders)}",
             )
-        try:
-            width, height = check_image(os.path.join(dirpath, name), ctx.verify)
-            label = ctx.canonical(folders[-1])
-            split = self._split(splits, name, folders[-1])
-        except (ImageProblem, LabelProblem) as exc:
-            return ctx.quarantine(rel, str(exc))
-        key = without_suffix(rel)
-        return Sample(
-            sample_id=ctx.sample_id(key),
-            source=ctx.source,
-            image=rel,
-            width=width,
-            height=height,
-            modality=ctx.modality,
-            scene=ctx.scene,
+        width, height = check_image(os.path.join(dirpath, name), ctx.verify)
+        label = ctx.canonical(folders[-1])
+        split = self._split(ctx, splits, name, folders[-1], label)
+        return ctx.sample(
+            candidate.rel,
+            width,
+            height,
             labels=(label,),
             attributes={
                 "source_label": folders[-1],
-                **dict(zip(self.o.parent_attributes, folders[:-1], strict=True)),
+                **dict(zip(o.parent_attributes, folders[:-1], strict=True)),
             },
-            group_id=key,
             split=split,
         )
 
-    def _split(self, splits: SplitRows | None, name: str, folder: str) -> str | None:
-        """The image's split from the split table; an unlisted image keeps None."""
-        if splits is None or name not in splits:
+    def _split(
+        self, ctx: ScanContext, splits: SplitTable | None, name: str, folder: str, label: str
+    ) -> str | None:
+        """The image's split from the split table; an unlisted image keeps None, a listed one
+        with an empty split cell too (counted as a label left out)."""
+        if splits is None or name not in splits.rows:
             return None
-        split, cls = splits[name]
+        split, cls = splits.rows[name]
         if cls is not None and cls != folder:
-            raise LabelProblem(
-                f"{self.o.split_table.file} lists {name} under class {cls!r}, "
-                f"not its folder {folder!r}"
-            )
+            try:
+                same = ctx.canonical(cls) == label
+            except LabelProblem:
+                raise LabelProblem(
+                    f"{splits.file} lists {name} under class {cls!r}, which the manifest's "
+                    "label_map does not know"
+                ) from None
+            if not same:
+                raise LabelProblem(
+                    f"{splits.file} lists {name} under class {cls!r}, not its folder {folder!r}"
+                )
+        if split is None:
+            ctx.label_missing(self.options.split_table.split_column)
         return split
 
 
-def _log_unmatched(ctx: ScanContext, o: SplitTableOptions, names: list[str]) -> None:
+def _log_unmatched(ctx: ScanContext, file: str, names: list[str]) -> None:
     """Rows naming no image under ROOT are not candidates (a partial download is legitimate):
     they are ignored, and counted in the log so a wrong ROOT or table is still visible."""
     if names:
@@ -167,6 +204,6 @@ def _log_unmatched(ctx: ScanContext, o: SplitTableOptions, names: list[str]) -> 
             "%s: %d row(s) of %s name no image under ROOT (ignored), e.g. %s",
             ctx.source,
             len(names),
-            o.file,
+            file,
             ", ".join(names[:3]),
         )

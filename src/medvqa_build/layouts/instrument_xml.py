@@ -13,8 +13,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ..errors import ImageProblem
 from ..geometry import box_problem
-from ..media.image import ImageProblem
 from ..records import Region
 from .base import LabelProblem, LayoutOptions, ScanContext
 

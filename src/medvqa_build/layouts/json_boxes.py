@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import SourceError
+from ..errors import ImageProblem, SourceError
 from ..geometry import box_problem
-from ..media.image import ImageProblem, check_image
-from ..quarantine import QuarantineEntry
+from ..media.image import check_image
 from ..records import Region, Sample
-from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from ..store.paths import IMAGE_EXTENSIONS, sorted_files
+from .base import LAYOUTS, FileCandidate, FileLayout, LayoutOptions, ScanContext
+from .discovery import Alternatives, expect_paths
 
 
 class BoxJsonOptions(BaseModel):
@@ -91,43 +91,43 @@ class JsonBoxesOptions(LayoutOptions):
 
 
 @LAYOUTS.register("json_boxes")
-class JsonBoxes:
+class JsonBoxes(FileLayout):
     name = "json_boxes"
     Options = JsonBoxesOptions
 
-    def __init__(self, options: JsonBoxesOptions):
-        self.o = options
+    def expects(self) -> Alternatives:
+        o = self.options
+        return [expect_paths(o.images_dir, kind="dir") + expect_paths(o.boxes.file, kind="file")]
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        base = ctx.require_dir(self.o.images_dir, "image")
-        table = read_box_json(ctx, self.o.boxes)
-        for path in sorted_files(base, tuple(e.lower() for e in self.o.extensions)):
-            yield self._sample(ctx, path, table.get(path.stem))
+    def provides(self) -> set[str]:
+        return {"regions", "labels", "attribute:box_count"}
 
-    def _sample(self, ctx: ScanContext, path: Path, entry: dict | None) -> Sample | QuarantineEntry:
-        rel = ctx.rel(path)
-        try:
-            width, height = check_image(path, ctx.verify)
-            if entry is None and self.o.require_entry:
-                raise ImageProblem(f"image not listed in {self.o.boxes.file}")
-            regions, raw_labels = regions_from_entry(ctx, self.o.boxes, entry or {}, width, height)
-        except (ImageProblem, LabelProblem) as exc:
-            return ctx.quarantine(rel, str(exc))
-        key = path.relative_to(ctx.root).with_suffix("").as_posix()
-        labels = tuple(dict.fromkeys(r.label for r in regions))
-        return Sample(
-            sample_id=ctx.sample_id(key),
-            source=ctx.source,
-            image=rel,
-            width=width,
-            height=height,
-            modality=ctx.modality,
-            scene=ctx.scene,
-            labels=labels,
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate]:
+        """Every image under ``images_dir``, with its JSON entry (None: not listed); the JSON
+        is read once."""
+        o = self.options
+        base = ctx.require_dir(o.images_dir, "image")
+        table = read_box_json(ctx, o.boxes)
+        for path in sorted_files(base, tuple(e.lower() for e in o.extensions)):
+            yield FileCandidate(ctx.rel(path), (path, table.get(path.stem)))
+
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
+        """The image's boxes; an image the JSON does not list is quarantined only once its
+        header reads (a damaged file is reported as such first)."""
+        o = self.options
+        path, entry = candidate.info
+        width, height = check_image(path, ctx.verify)
+        if entry is None and o.require_entry:
+            raise ImageProblem(f"image not listed in {o.boxes.file}")
+        regions, raw_labels = regions_from_entry(ctx, o.boxes, entry or {}, width, height)
+        return ctx.sample(
+            candidate.rel,
+            width,
+            height,
+            labels=tuple(dict.fromkeys(r.label for r in regions)),
             attributes={
                 "box_count": str(len(regions)),
                 "source_label": "|".join(dict.fromkeys(raw_labels)),
             },
             regions=regions,
-            group_id=key,
         )

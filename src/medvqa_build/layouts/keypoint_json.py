@@ -8,6 +8,12 @@ shape (its points in pixel coordinates); a point outside the image is quarantine
 table, an image's key is its stem (or the stem's first ``table_key_chars`` characters: CSXA
 names a file by the four-digit case number followed by more digits); numeric keys compare as
 integers, so ``0012`` matches a cell ``12``.
+
+An empty class cell (or ``nan``, or another of ``missing_values``) leaves the image without a
+class, keeps its keypoints and is counted; two rows of one case with different classes are
+contradictory and quarantined (an empty row beside a graded one is not a conflict). A keypoint
+name given twice at different places in one file (CSXA ``2548130.json`` repeats
+``C3 top right``) is left out, both copies, and counted; the image keeps its other keypoints.
 """
 
 from __future__ import annotations
@@ -20,11 +26,22 @@ from pathlib import Path
 
 from pydantic import model_validator
 
-from ..errors import SourceError
-from ..media.image import ImageProblem, check_image
-from ..quarantine import QuarantineEntry
-from ..records import Region, Sample
-from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
+from ..errors import ImageProblem, SourceError
+from ..media.image import check_image
+from ..records import QuarantineEntry, Region, Sample
+from ..store.paths import sorted_files
+from .base import (
+    LAYOUTS,
+    MISSING_MARKERS,
+    FileCandidate,
+    FileLayout,
+    LabelProblem,
+    LayoutOptions,
+    ScanContext,
+    attribute_caps,
+    is_missing,
+)
+from .discovery import Alternatives, expect_paths
 
 
 class KeypointJsonOptions(LayoutOptions):
@@ -43,6 +60,8 @@ class KeypointJsonOptions(LayoutOptions):
     label_table_key_column: str | None = None
     label_table_label_column: str | None = None
     table_key_chars: int | None = None  # key = the image stem's first N characters
+    # class cells meaning "no value": the image is kept without a class, the cell counted
+    missing_values: list[str] = list(MISSING_MARKERS)
 
     @model_validator(mode="after")
     def _one_label_source(self):
@@ -122,17 +141,94 @@ def read_table_rows(path: Path, sheet: str | None = None) -> list[tuple[int, lis
         raise SourceError(f"{path.name} is not a readable UTF-8 CSV table ({exc})") from None
 
 
+Labels = dict[str, str | None]  # table key -> raw label ("" empty cell, None conflicting rows)
+
+
 @LAYOUTS.register("keypoint_json")
-class KeypointJson:
+class KeypointJson(FileLayout):
     name = "keypoint_json"
     Options = KeypointJsonOptions
 
     def __init__(self, options: KeypointJsonOptions):
-        self.o = options
-        self.labels: dict[str, str | None] | None = None  # key -> raw label (None: conflicting)
+        super().__init__(options)
+        self._missing = frozenset(options.missing_values)
 
-    def _load_table(self, ctx: ScanContext) -> dict[str, str | None]:
-        o = self.o
+    def expects(self) -> Alternatives:
+        o = self.options
+        return [
+            expect_paths(o.images_dir, o.json_dir, kind="dir")
+            + expect_paths(o.label_table, kind="file")
+        ]
+
+    def provides(self) -> set[str]:
+        return {"labels", "points", "attribute:source_label"} | attribute_caps(
+            self.options.attribute_keys
+        )
+
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate | QuarantineEntry]:
+        """Every image (with its JSON path and the label table, read once), then every JSON
+        without an image (quarantined, so the annotations count as found too)."""
+        o = self.options
+        images = ctx.require_dir(o.images_dir, "image")
+        jsons = ctx.require_dir(o.json_dir, "JSON annotation")
+        labels = self._load_table(ctx) if o.label_table else None
+        stems = set()
+        for path in sorted_files(images, (o.image_suffix.lower(),)):
+            stems.add(path.stem)
+            yield FileCandidate(ctx.rel(path), (path, jsons / f"{path.stem}.json", labels))
+        for path in sorted_files(jsons, (".json",)):
+            if path.stem not in stems:
+                reason = f"annotation without an image {path.stem}{o.image_suffix}"
+                yield ctx.quarantine(path, reason)
+
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
+        """The image's keypoints and class; a class or keypoint left out is counted only once
+        the image is known to be kept."""
+        o = self.options
+        path, json_path, labels = candidate.info
+        data, width, height = self._json(ctx, path, json_path)
+        raw = self._table_label(labels, path.stem) if o.label_table else _get(data, o.label_key)
+        raw = "" if is_missing(raw, self._missing) else str(raw).strip()
+        label = ctx.canonical(raw) if raw else None
+        shapes = _get(data, o.shapes_key) or []
+        regions, repeated = self._regions(ctx, shapes, width, height)
+        if label is None:
+            ctx.label_missing(o.label_table_label_column if o.label_table else o.label_key)
+        for name in repeated:
+            ctx.label_missing(f"keypoint {name!r} (given twice)")
+        attrs = {
+            k: str(v) for k in o.attribute_keys if not is_missing(v := _get(data, k), self._missing)
+        }
+        return ctx.sample(
+            candidate.rel,
+            width,
+            height,
+            labels=(label,) if label is not None else (),
+            attributes={**({"source_label": raw} if raw else {}), **attrs},
+            regions=regions,
+        )
+
+    def _json(self, ctx: ScanContext, path: Path, json_path: Path) -> tuple[dict, int, int]:
+        """The image's JSON and the image's size, which the JSON's size keys must match."""
+        o = self.options
+        if not json_path.is_file():
+            raise LabelProblem(f"annotation {ctx.rel(json_path)} is missing")
+        try:
+            data = json.loads(json_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ImageProblem(f"{ctx.rel(json_path)} is not valid JSON ({exc})") from None
+        width, height = check_image(path, ctx.verify)
+        listed = (_get(data, o.width_key or ""), _get(data, o.height_key or ""))
+        if None not in listed and (int(listed[0]), int(listed[1])) != (width, height):
+            raise ImageProblem(
+                f"{ctx.rel(json_path)} says {listed[0]}x{listed[1]}, the image is {width}x{height}"
+            )
+        return data, width, height
+
+    def _load_table(self, ctx: ScanContext) -> Labels:
+        """Each case's raw class from the label table; a case whose rows disagree maps to None,
+        so only its images are quarantined, not the scan stopped."""
+        o = self.options
         path = ctx.require_file(o.label_table, "label table")
         try:
             rows = read_table_rows(path, o.label_table_sheet)
@@ -146,6 +242,7 @@ class KeypointJson:
                 where=str(path),
             )
         header = [" ".join(c.split()) for c in header]  # line breaks inside a header cell
+        ctx.note_table(path, [c for c in header if c])
         wanted = [
             " ".join(c.split()) for c in (o.label_table_key_column, o.label_table_label_column)
         ]
@@ -158,7 +255,7 @@ class KeypointJson:
                 fix="set label_table_header_row / label_table_*_column to the release's names",
             )
         ki, li = (header.index(c) for c in wanted)
-        labels: dict[str, str | None] = {}
+        labels: Labels = {}
         for number, row in rows:
             if number <= header_row:
                 continue
@@ -166,80 +263,40 @@ class KeypointJson:
             if not key:
                 continue
             value = row[li].strip() if li < len(row) else ""
-            value = _key(value) if value else value  # "1.0" and "1" are the same grade
-            labels[key] = value if labels.get(key, value) == value else None
+            if is_missing(value, self._missing):
+                labels.setdefault(key, "")  # an empty row beside a graded one is no conflict
+                continue
+            value = _key(value)  # "1.0" and "1" are the same grade
+            seen = labels.get(key, "")
+            labels[key] = value if seen in ("", value) else None
         return labels
 
-    def _table_label(self, ctx: ScanContext, stem: str) -> str:
-        o = self.o
+    def _table_label(self, labels: Labels, stem: str) -> str:
+        """The case's raw class, or "" when its cell is empty (left out, not an error)."""
+        o = self.options
         key = _key(stem[: o.table_key_chars] if o.table_key_chars else stem)
-        if key not in self.labels:
+        if key not in labels:
             raise LabelProblem(f"no row for {key!r} in {o.label_table}")
-        raw = self.labels[key]
+        raw = labels[key]
         if raw is None:
             raise LabelProblem(f"{o.label_table} gives {key!r} conflicting labels")
-        if not raw:
-            raise LabelProblem(f"{o.label_table} has no {o.label_table_label_column!r} for {key!r}")
         return raw
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        o = self.o
-        images = ctx.require_dir(o.images_dir, "image")
-        jsons = ctx.require_dir(o.json_dir, "JSON annotation")
-        if o.label_table:
-            self.labels = self._load_table(ctx)
-        stems = set()
-        for path in sorted_files(images, (o.image_suffix.lower(),)):
-            stems.add(path.stem)
-            yield self._image(ctx, path, jsons / f"{path.stem}.json")
-        for path in sorted_files(jsons, (".json",)):
-            if path.stem not in stems:
-                reason = f"annotation without an image {path.stem}{o.image_suffix}"
-                yield ctx.quarantine(path, reason)
-
-    def _image(self, ctx, path: Path, json_path: Path) -> Sample | QuarantineEntry:
-        o = self.o
-        rel = ctx.rel(path)
-        try:
-            if not json_path.is_file():
-                raise LabelProblem(f"annotation {ctx.rel(json_path)} is missing")
-            try:
-                data = json.loads(json_path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise ImageProblem(f"{ctx.rel(json_path)} is not valid JSON ({exc})") from None
-            width, height = check_image(path, ctx.verify)
-            listed = (_get(data, o.width_key or ""), _get(data, o.height_key or ""))
-            if None not in listed and (int(listed[0]), int(listed[1])) != (width, height):
-                raise ImageProblem(
-                    f"{ctx.rel(json_path)} says {listed[0]}x{listed[1]}, the image is "
-                    f"{width}x{height}"
-                )
-            if o.label_table:
-                raw = self._table_label(ctx, path.stem)
-            else:
-                raw = _get(data, o.label_key)
-                if raw is None or str(raw).strip() == "":
-                    raise LabelProblem(f"{ctx.rel(json_path)} has no {o.label_key!r}")
-            label = ctx.canonical(str(raw))
-            shapes = _get(data, o.shapes_key) or []
-            regions = tuple(self._shape(ctx, s, width, height) for s in shapes)
-        except (ImageProblem, LabelProblem) as exc:
-            return ctx.quarantine(rel, str(exc))
-        key = Path(rel).with_suffix("").as_posix()
-        attrs = {k: str(v) for k in o.attribute_keys if (v := _get(data, k)) is not None}
-        return Sample(
-            sample_id=ctx.sample_id(key),
-            source=ctx.source,
-            image=rel,
-            width=width,
-            height=height,
-            modality=ctx.modality,
-            scene=ctx.scene,
-            labels=(label,),
-            attributes={"source_label": str(raw), **attrs},
-            regions=regions,
-            group_id=key,
-        )
+    def _regions(self, ctx, shapes, width: int, height: int) -> tuple[tuple[Region, ...], list]:
+        """One region per shape, and the names given twice at different places (all their
+        copies left out: which one is right cannot be told)."""
+        regions = [self._shape(ctx, s, width, height) for s in shapes]
+        places: dict[str, set] = {}
+        for region in regions:
+            places.setdefault(region.label, set()).add(region.points)
+        repeated = [name for name, where in places.items() if len(where) > 1]
+        kept, seen = [], set()
+        for region in regions:
+            if region.label in repeated or (region.label, region.points) in seen:
+                continue  # contradictory, or the same point written twice
+            seen.add((region.label, region.points))
+            kept.append(region)
+        return tuple(kept), repeated
 
     def _shape(self, ctx, shape, width: int, height: int) -> Region:
         try:

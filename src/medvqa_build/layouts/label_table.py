@@ -9,12 +9,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..errors import SourceError
-from ..media.image import ImageProblem, check_image
-from ..packed import PackedStrings, SortedStrings
-from ..quarantine import QuarantineEntry
-from ..records import Sample
-from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext, walk_files, without_suffix
+from ..errors import ImageProblem, SourceError
+from ..media.image import check_image
+from ..records import QuarantineEntry, Sample
+from ..store.packed import PackedStrings, SortedStrings
+from ..store.paths import walk_files
+from .base import (
+    LAYOUTS,
+    MISSING_MARKERS,
+    FileCandidate,
+    FileLayout,
+    LayoutOptions,
+    ScanContext,
+    attribute_caps,
+    is_missing,
+)
+from .discovery import Alternatives, expect_paths
 from .masks import MaskOptions, mask_path_for, regions_from_mask
 
 CHUNK_ROWS = 8192  # label-table rows parsed at a time
@@ -32,39 +42,53 @@ class LabelTableOptions(LayoutOptions):
     attribute_columns: list[str] = []
     masks: MaskOptions | None = None
     report_unlisted: bool = True
+    # cells meaning "no value": an empty label or attribute drops that value, not the image
+    missing_values: list[str] = list(MISSING_MARKERS)
 
 
 @LAYOUTS.register("label_table")
-class LabelTable:
+class LabelTable(FileLayout):
     name = "label_table"
-    shardable = True
     Options = LabelTableOptions
 
     def __init__(self, options: LabelTableOptions):
-        self.o = options
+        super().__init__(options)
+        self._missing = frozenset(options.missing_values)
 
     def _read_table(self, ctx: ScanContext) -> Iterator[dict]:
         """The table's rows as dicts, read :data:`CHUNK_ROWS` at a time (a label table of 10^6
         rows held whole as a DataFrame and a list of row dicts costs ~1 GiB); the columns are
         checked on the header first."""
-        path = ctx.require_file(self.o.table, "label table")
-        read = {"sep": self.o.sep, "dtype": str, "keep_default_na": False}
+        o = self.options
+        path = ctx.require_file(o.table, "label table")
+        read = {"sep": o.sep, "dtype": str, "keep_default_na": False}
         columns = list(pd.read_csv(path, nrows=0, **read).columns)
-        wanted = [self.o.image_column, self.o.label_column, *self.o.attribute_columns]
-        wanted += [c for c in (self.o.group_column, self.o.split_column) if c]
+        ctx.note_table(path, columns)
+        wanted = [o.image_column, o.label_column, *o.attribute_columns]
+        wanted += [c for c in (o.group_column, o.split_column) if c]
         missing = [c for c in wanted if c not in columns]
         if missing:
             raise SourceError(
                 f"{ctx.source}: label table lacks column(s) {missing}; it has {columns}",
                 where=str(path),
-                fix=f"check the separator (manifest says {self.o.sep!r}) and the column names",
+                fix=f"check the separator (manifest says {o.sep!r}) and the column names",
             )
         with pd.read_csv(path, chunksize=CHUNK_ROWS, **read) as chunks:
             for chunk in chunks:
                 yield from chunk.to_dict("records")
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        o = self.o
+    def expects(self) -> Alternatives:
+        o = self.options
+        return [expect_paths(o.table, kind="file") + expect_paths(o.image_dir, kind="dir")]
+
+    def provides(self) -> set[str]:
+        out = {"labels"} | attribute_caps(self.options.attribute_columns)
+        return out | ({"regions", "masks"} if self.options.masks else set())
+
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate | QuarantineEntry]:
+        """Every table row, in table order (the row is the candidate's info), then each image
+        under ``image_dir`` that no row lists (quarantined, when ``report_unlisted``)."""
+        o = self.options
         rows = self._read_table(ctx)
         first = next(rows, None)  # the columns are checked before anything is yielded
         image_root = ctx.require_dir(o.image_dir or ".", "image")
@@ -73,54 +97,72 @@ class LabelTable:
             rel = (Path(o.image_dir) / f"{row[o.image_column]}{o.image_suffix}").as_posix()
             if o.report_unlisted:
                 listed.append(rel)
-            yield ctx.defer(self._sample, ctx, rel, row)
+            yield FileCandidate(rel, row)
         if o.report_unlisted:
             known = SortedStrings(listed)
             del listed
-            folder = None
-            for dirpath, name in walk_files(image_root):
-                if dirpath != folder:
-                    folder = dirpath
-                    prefix = Path(dirpath).relative_to(ctx.root).as_posix() + "/"
-                    prefix = "" if prefix == "./" else prefix
-                rel = prefix + name
-                if known.index(rel) is None:
-                    yield ctx.defer(ctx.quarantine, rel, f"image not listed in {o.table}")
+            yield from _unlisted(ctx, image_root, known, f"image not listed in {o.table}")
 
-    def _sample(self, ctx: ScanContext, rel: str, row: dict) -> Sample | QuarantineEntry:
-        o = self.o
-        try:
-            width, height = check_image(ctx.safe_path(rel), ctx.verify)
-            label = ctx.canonical(row[o.label_column])
-            regions: tuple = ()
-            if o.masks is not None:
-                mask_file = mask_path_for(ctx.root, o.masks, Path(rel).stem)
-                if mask_file.is_file():
-                    region_label = (
-                        label if o.masks.region_label == "sample" else o.masks.region_label
-                    )
-                    regions = regions_from_mask(
-                        mask_file, region_label, width, height, o.masks.min_area_px
-                    )
-                elif o.masks.required:
-                    raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
-        except (ImageProblem, LabelProblem) as exc:
-            return ctx.quarantine(rel, str(exc))
-        key = without_suffix(rel)
-        return Sample(
-            sample_id=ctx.sample_id(key),
-            source=ctx.source,
-            image=rel,
-            width=width,
-            height=height,
-            modality=ctx.modality,
-            scene=ctx.scene,
-            labels=(label,),
-            attributes={
-                "source_label": str(row[o.label_column]),
-                **{c: str(row[c]) for c in o.attribute_columns},
-            },
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
+        o = self.options
+        rel, row = candidate.rel, candidate.info
+        missing = {c: is_missing(row[c], self._missing) for c in row}
+        width, height = check_image(ctx.safe_path(rel), ctx.verify)
+        label = None if missing[o.label_column] else ctx.canonical(row[o.label_column])
+        regions = self._regions(ctx, rel, label, width, height)
+        for column in (o.label_column, *o.attribute_columns):
+            if missing[column]:
+                ctx.label_missing(column)
+        return ctx.sample(
+            rel,
+            width,
+            height,
+            labels=(label,) if label is not None else (),
+            attributes=self._attributes(row, label is not None, missing),
             regions=regions,
-            group_id=str(row[o.group_column]) if o.group_column else key,
-            split=(str(row[o.split_column]) or None) if o.split_column else None,
+            group_id=str(row[o.group_column])
+            if o.group_column and not missing[o.group_column]
+            else None,
+            split=str(row[o.split_column])
+            if o.split_column and not missing[o.split_column]
+            else None,
         )
+
+    def _regions(
+        self, ctx: ScanContext, rel: str, label: str | None, width: int, height: int
+    ) -> tuple:
+        """The regions of the image's mask, when the table comes with a mask folder: labelled
+        with the row's label (an unlabelled row has none) or the masks' own label."""
+        masks = self.options.masks
+        if masks is None or (label is None and masks.region_label == "sample"):
+            return ()
+        mask_file = mask_path_for(ctx.root, masks, Path(rel).stem)
+        if mask_file.is_file():
+            region_label = label if masks.region_label == "sample" else masks.region_label
+            return regions_from_mask(mask_file, region_label, width, height, masks.min_area_px)
+        if masks.required:
+            raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
+        return ()
+
+    def _attributes(self, row: dict, labelled: bool, missing: dict[str, bool]) -> dict[str, str]:
+        """The raw label and the attribute columns, each left out when its cell is empty."""
+        o = self.options
+        out = {"source_label": str(row[o.label_column])} if labelled else {}
+        out.update({c: str(row[c]) for c in o.attribute_columns if not missing[c]})
+        return out
+
+
+def _unlisted(
+    ctx: ScanContext, image_root: Path, known: SortedStrings, reason: str
+) -> Iterator[QuarantineEntry]:
+    """A quarantine entry for each image under ``image_root`` whose path below the root is not
+    in ``known``: a file the table does not describe is found but not converted."""
+    folder = None
+    for dirpath, name in walk_files(image_root):
+        if dirpath != folder:  # per folder, not per file: its path below the root
+            folder = dirpath
+            prefix = Path(dirpath).relative_to(ctx.root).as_posix() + "/"
+            prefix = "" if prefix == "./" else prefix
+        rel = prefix + name
+        if known.index(rel) is None:
+            yield ctx.quarantine(rel, reason)

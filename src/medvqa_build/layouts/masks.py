@@ -1,4 +1,11 @@
-"""Regions from a binary or label-map mask file beside an image (same stem)."""
+"""Regions from a binary or label-map mask file beside an image (same stem).
+
+Owners store binary masks in many ways: 8-bit grey 0/255 (CVC, ETIS TIFFs), 1-bit TIFF/PNG,
+3-channel JPEG with compression noise around 0/255 (Kvasir-SEG, PolypGen), 16-bit PNG,
+palette ("P" mode) PNG/TIFF whose foreground colour may be pure red or green, RGBA PNG with an
+opaque alpha. :func:`load_binary_mask` turns all of these into one 2-D array whose non-zero
+pixels (above the JPEG threshold) are the foreground.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,10 @@ from pathlib import Path
 
 import cv2
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict
 
-from ..media.image import ImageProblem, load_mask
+from ..errors import ImageProblem
 from ..records import MaskRef, Region
 
 
@@ -28,6 +36,55 @@ def mask_path_for(root: Path, opts: MaskOptions, stem: str) -> Path:
     return root / opts.dir / f"{stem}{opts.suffix}"
 
 
+def load_binary_mask(path: str | Path) -> np.ndarray:
+    """A mask file as a 2-D array (its own dtype) whose non-zero pixels are the foreground.
+
+    A palette image gives 255 wherever its palette colour is not black: OpenCV expands the
+    palette to BGR, and a pure red foreground (128, 0, 0) has a zero blue channel, which the
+    first-channel reading of :func:`~medvqa_build.media.image.load_mask` takes for empty.
+    Other colour masks give the largest of their colour channels (alpha left out), so a red,
+    green or white foreground all count. Raises :class:`ImageProblem` when the
+    file cannot be decoded.
+    """
+    data = np.fromfile(str(path), dtype=np.uint8)
+    mask = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+    if mask is None:
+        raise ImageProblem(f"cannot decode mask {Path(path).name}")
+    if mask.ndim == 2:
+        return mask
+    palette = _palette_foreground(path, data)
+    if palette is not None:
+        return palette
+    colour = mask[..., :3] if mask.shape[2] >= 3 else mask[..., :1]
+    return colour.max(axis=2)
+
+
+def _palette_foreground(path: str | Path, data: np.ndarray) -> np.ndarray | None:
+    """A palette PNG/TIFF/BMP/GIF (JPEG has none) as 0/255: 255 where the pixel's palette
+    colour is not black, whatever index it has (tools that write adaptive palettes do not keep
+    index 0 for the background); None for any other file."""
+    head = data[:26].tobytes()
+    if head[:3] == b"\xff\xd8\xff":
+        return None
+    if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) == 26 and head[25] != 3:
+        return None  # IHDR colour type 3 is the only palette PNG
+    try:
+        with Image.open(path) as im:
+            if im.mode not in ("P", "PA"):
+                return None
+            indices = np.asarray(im)
+            palette = im.getpalette() or []
+    except (UnidentifiedImageError, OSError, ValueError):
+        return None
+    if indices.ndim == 3:  # PA: index and alpha
+        indices = indices[..., 0]
+    colours = np.zeros((256, 3), np.uint8)
+    listed = np.asarray(palette[: 256 * 3], np.uint8).reshape(-1, 3)
+    colours[: len(listed)] = listed
+    lut = np.where(colours.max(axis=1) > 0, 255, 0).astype(np.uint8)
+    return lut[indices]
+
+
 def regions_from_mask(
     mask_file: Path, label: str, width: int, height: int, min_area_px: int
 ) -> tuple[Region, ...]:
@@ -35,7 +92,7 @@ def regions_from_mask(
 
     Raises :class:`ImageProblem` when the mask cannot be read or its size differs from the image.
     """
-    mask = load_mask(mask_file)
+    mask = load_binary_mask(mask_file)
     if mask.shape[:2] != (height, width):
         raise ImageProblem(
             f"mask {mask_file.name} is {mask.shape[1]}x{mask.shape[0]}, image is {width}x{height}"
@@ -106,7 +163,3 @@ def component_regions(
         box = (float(c0), float(r0), float(c1), float(r1))
         regions.append(Region(label=label, bbox=box, mask=mask_ref))
     return tuple(regions)
-
-
-def empty_mask_like(height: int, width: int) -> np.ndarray:
-    return np.zeros((height, width), dtype=bool)

@@ -4,8 +4,12 @@
 Both ``dataset.json`` dialects are read: MSD's (``labels`` value -> name, ``modality``,
 ``training`` list of ``{"image", "label"}``) and nnU-Net v2's (``labels`` name -> value,
 ``channel_names``, ``file_ending``, no list: ``imagesTr/<case>_0000<ext>`` pairs with
-``labelsTr/<case><ext>``). The MSD tarballs also hold macOS ``._*`` files in ``imagesTr``; they
-are not in the training list and are never read.
+``labelsTr/<case><ext>``). The MSD tarballs also hold macOS ``._*`` resource-fork files in
+``imagesTr``/``labelsTr`` (nnU-Net issues #120, #240: "files in the decathlon data that are
+not supposed to be there"); they are not in the training list, and in the nnU-Net dialect every
+file starting with ``.`` or ``_`` is skipped, as nnU-Net's own ``convert_MSD_dataset`` does.
+nnU-Net v2 region labels (``"whole tumor": [1, 2, 3]``, unions evaluated by the challenge, not
+voxel values) are not structures and are left out.
 """
 
 from __future__ import annotations
@@ -15,12 +19,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
-from ..errors import SourceError
-from ..media.image import ImageProblem
-from ..quarantine import QuarantineEntry
-from ..records import Sample
-from .base import LAYOUTS, ScanContext
-from .volume_slices import CaseVolumes, VolumeSliceOptions, scan_case
+from ..errors import ImageProblem, SourceError
+from ..records import QuarantineEntry, Sample
+from .base import LAYOUTS, FileCandidate, FileLayout, ScanContext
+from .discovery import Alternatives, expect_paths
+from .volume_slices import (
+    VOLUME_PROVIDES,
+    CaseVolumes,
+    VolumeSliceOptions,
+    read_slice,
+    slice_candidates,
+)
 
 _CT_NAMES = {"ct", "cbct"}
 _US_NAMES = {"us", "ultrasound"}
@@ -37,9 +46,12 @@ def modality_of(channel_names: list[str]) -> str:
 
 
 def read_labels(raw: dict, where: str) -> dict[int, str]:
-    """Label value -> name, from either dialect; background (0) left out."""
+    """Label value -> name, from either dialect; background (0) and nnU-Net v2 region labels
+    (a list of values) left out."""
     out: dict[int, str] = {}
     for key, value in raw.items():
+        if isinstance(value, list | tuple):
+            continue  # nnU-Net v2 region: a union of the values listed, not a voxel value
         if isinstance(value, int) or (
             isinstance(value, str) and value.isdigit() and not str(key).isdigit()
         ):
@@ -63,32 +75,30 @@ class MsdVolumesOptions(VolumeSliceOptions):
 
 
 @LAYOUTS.register("msd_volumes")
-class MsdVolumes:
+class MsdVolumes(FileLayout):
     name = "msd_volumes"
+    counts_cheaply = False  # candidates come from reading each label volume
     Options = MsdVolumesOptions
 
-    def __init__(self, options: MsdVolumesOptions):
-        self.o = options
+    def expects(self) -> Alternatives:
+        return [
+            expect_paths(self.options.dataset_json, kind="file"),
+            expect_paths("imagesTr", "labelsTr", kind="dir"),
+        ]
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        path = ctx.require_file(self.o.dataset_json, "dataset description")
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise SourceError(
-                f"{ctx.source}: {self.o.dataset_json} is not JSON ({exc})", where=str(path)
-            ) from None
-        if "labels" not in meta:
-            raise SourceError(
-                f"{ctx.source}: {self.o.dataset_json} has no 'labels' entry",
-                where=str(path),
-                fix="expected the MSD or nnU-Net dataset.json",
-            )
+    def provides(self) -> set[str]:
+        return VOLUME_PROVIDES
+
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate | QuarantineEntry]:
+        """The slices of every case ``dataset.json`` lists (or nnU-Net v2's ``labelsTr``
+        pairs), in that order; a case whose path leaves the root or whose file is missing is
+        one quarantine entry in its place."""
+        meta, path = self._dataset_json(ctx)
         labels = read_labels(meta["labels"], str(path))
         channels = meta.get("modality") or meta.get("channel_names") or {"0": "CT"}
         names = [channels[k] for k in sorted(channels, key=int)]
         modality = modality_of(names)
-        opts = self.o
+        opts = self.options
         if modality == "ct" and opts.window is None:
             opts = opts.model_copy(update={"window": opts.ct_window})
         attributes = {"task": str(meta.get("name", ""))}
@@ -102,11 +112,12 @@ class MsdVolumes:
             missing = [p for p in (image_path, label_path) if not p.is_file()]
             if missing:
                 yield ctx.quarantine(
-                    image, f"listed in {self.o.dataset_json} but {ctx.rel(missing[0])} is missing"
+                    image,
+                    f"listed in {opts.dataset_json} but {ctx.rel(missing[0])} is missing",
                 )
                 continue
             images = self._channels(image_path, names, split_files="training" not in meta)
-            yield from scan_case(
+            yield from slice_candidates(
                 ctx,
                 opts,
                 CaseVolumes(
@@ -120,12 +131,33 @@ class MsdVolumes:
                 ),
             )
 
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
+        """One sequence of one slice (the label volume was read by ``candidates``)."""
+        return read_slice(ctx, candidate)
+
+    def _dataset_json(self, ctx: ScanContext) -> tuple[dict, Path]:
+        """``dataset.json`` read (and noted for ``inspect``), and its path."""
+        rel = self.options.dataset_json
+        path = ctx.require_file(rel, "dataset description")
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise SourceError(f"{ctx.source}: {rel} is not JSON ({exc})", where=str(path)) from None
+        if "labels" not in meta:
+            raise SourceError(
+                f"{ctx.source}: {rel} has no 'labels' entry",
+                where=str(path),
+                fix="expected the MSD or nnU-Net dataset.json",
+            )
+        ctx.note_table(path, list(meta))  # dataset.json's keys, shown by `inspect`
+        return meta, path
+
     def _channels(
         self, image: Path, names: list[str], split_files: bool
     ) -> dict[str, tuple[Path, int | None]]:
         if len(names) == 1:
             return {"": (image, None)}
-        chosen = names[:1] if self.o.channels == "first" else names
+        chosen = names[:1] if self.options.channels == "first" else names
         if split_files:  # nnU-Net v2: one file per channel, <case>_0000, <case>_0001, ...
             return {
                 name: (image.with_name(image.name.replace("_0000", f"_{k:04d}", 1)), None)
@@ -145,7 +177,7 @@ class MsdVolumes:
         ctx.require_dir("imagesTr", "image volume")
         out = []
         for label in sorted(labels_dir.glob(f"*{ext}")):
-            if not label.name.startswith("._"):
+            if not label.name.startswith((".", "_")):
                 case = label.name[: -len(ext)]
                 out.append((f"imagesTr/{case}_0000{ext}", f"labelsTr/{label.name}"))
         return out

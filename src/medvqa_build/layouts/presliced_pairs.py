@@ -19,12 +19,19 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import SourceError
+from ..errors import ImageProblem, SourceError
 from ..geometry import mask_to_xyxy, rle_encode
-from ..media.image import ImageProblem, check_image, load_mask
-from ..quarantine import QuarantineEntry
-from ..records import MaskRef, Region, Sample
-from .base import LAYOUTS, LabelProblem, LayoutOptions, ScanContext
+from ..media.image import check_image, load_mask
+from ..records import MaskRef, QuarantineEntry, Region, Sample
+from .base import (
+    LAYOUTS,
+    FileCandidate,
+    FileLayout,
+    LabelProblem,
+    LayoutOptions,
+    ScanContext,
+)
+from .discovery import Alternatives, expect_paths
 
 # SA-Med2D-20M's image name: <modality>_<sub-modality>--<dataset>--<case>--<axis>_<index>.png
 # (the name definition of the corpus' own tooling, see docs/sources/sa-med2d-20m.md)
@@ -33,6 +40,8 @@ SA_MED2D_IMAGE = (
     r"(?P<axis>[a-z])_(?P<index>\d+)\.png$"
 )
 SA_MED2D_MASK = r"^(?P<class>\d+)_(?P<instance>\d+)\.png$"
+# the name a mask left out for its size is counted under (labels_missing in the report)
+MASK_SIZE_DIFFERS = "mask (size differs from its image)"
 
 
 class PreslicedPairsOptions(LayoutOptions):
@@ -49,21 +58,36 @@ class PreslicedPairsOptions(LayoutOptions):
     skip_structures: str | None = None  # regex: structures left out (SA-Med2D "union_*")
     group: str = "{dataset}/{case}"  # group_id from the image_regex groups
     min_area_px: int = 1
+    # datasets (image_regex 'dataset' group) whose masks are 0 on the structure, >0 elsewhere
+    inverted_mask_datasets: list[str] = []
 
 
 @LAYOUTS.register("presliced_pairs")
-class PreslicedPairs:
+class PreslicedPairs(FileLayout):
     name = "presliced_pairs"
     Options = PreslicedPairsOptions
 
     def __init__(self, options: PreslicedPairsOptions):
-        self.o = options
+        super().__init__(options)
         self._image_re = re.compile(options.image_regex)
         self._mask_re = re.compile(options.mask_regex)
         self._skip = re.compile(options.skip_structures) if options.skip_structures else None
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        o = self.o
+    def expects(self) -> Alternatives:
+        o = self.options
+        return [
+            expect_paths(o.images_dir, o.masks_dir, kind="dir")
+            + expect_paths(o.class_map_json, kind="file")
+        ]
+
+    def provides(self) -> set[str]:
+        return {"labels", "regions", "masks", "attribute:source_label", "attribute:dataset"}
+
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate | QuarantineEntry]:
+        """Every PNG of ``images_dir`` in name order, with its name's groups and its mask
+        files (the masks folder is listed once and grouped by image stem); a name that does
+        not match ``image_regex`` is quarantined in its place."""
+        o = self.options
         images = ctx.require_dir(o.images_dir, "images")
         masks = ctx.require_dir(o.masks_dir, "masks")
         class_map = self._class_map(ctx)
@@ -73,73 +97,65 @@ class PreslicedPairs:
             if sep:
                 by_stem[stem].append(name)
         for name in _names(images):
-            yield self._sample(
-                ctx, images / name, sorted(by_stem.get(Path(name).stem, [])), class_map
-            )
+            path = images / name
+            found = self._image_re.search(name)
+            if found is None or "case" not in found.groupdict():
+                yield ctx.quarantine(ctx.rel(path), f"file name does not match {o.image_regex!r}")
+                continue
+            groups = {k: v for k, v in found.groupdict().items() if v is not None}
+            mask_names = sorted(by_stem.get(path.stem, []))
+            yield FileCandidate(ctx.rel(path), (path, groups, mask_names, class_map))
+
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
+        """One slice's sample, a region per mask; its id is the image's stem (the images
+        folder is flat, so stems are unique); a mask whose size differs from the image is
+        left out and counted."""
+        o = self.options
+        path, groups, mask_names, class_map = candidate.info
+        modality, sequence = self._modality(ctx, groups.get("modality"))
+        width, height = check_image(path, ctx.verify)
+        if not mask_names:
+            raise ImageProblem(f"no mask file {path.stem}{o.mask_separator}* in {o.masks_dir}")
+        regions, raw, dropped = self._regions(
+            ctx, path, mask_names, groups, class_map, width, height
+        )
+        for _ in dropped:
+            ctx.label_missing(MASK_SIZE_DIFFERS)
+        return ctx.sample(
+            candidate.rel,
+            width,
+            height,
+            key=path.stem,
+            group_id=o.group.format_map(_Groups(groups)),
+            modality=modality,
+            labels=tuple(dict.fromkeys(r.label for r in regions)),
+            attributes=_attributes(groups, raw, sequence),
+            regions=regions,
+        )
 
     def _class_map(self, ctx: ScanContext) -> dict:
-        if self.o.class_map_json is None:
+        o = self.options
+        if o.class_map_json is None:
             return {}
-        path = ctx.require_file(self.o.class_map_json, "class map JSON")
+        path = ctx.require_file(o.class_map_json, "class map JSON")
+        ctx.note_table(path, ["dataset", "class name", "class id"])
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SourceError(
-                f"{ctx.source}: cannot read {self.o.class_map_json} ({exc})",
+                f"{ctx.source}: cannot read {o.class_map_json} ({exc})",
                 where=str(path),
                 fix="re-extract the file from the release",
             ) from None
 
-    def _sample(
-        self, ctx: ScanContext, path: Path, mask_names: list[str], class_map: dict
-    ) -> Sample | QuarantineEntry:
-        o, rel = self.o, ctx.rel(path)
-        found = self._image_re.search(path.name)
-        if found is None or "case" not in found.groupdict():
-            return ctx.quarantine(rel, f"file name does not match {o.image_regex!r}")
-        groups = {k: v for k, v in found.groupdict().items() if v is not None}
-        try:
-            modality, sequence = self._modality(ctx, groups.get("modality"))
-            width, height = check_image(path, ctx.verify)
-            if not mask_names:
-                raise ImageProblem(f"no mask file {path.stem}{o.mask_separator}* in {o.masks_dir}")
-            regions, raw = self._regions(ctx, path, mask_names, groups, class_map, width, height)
-        except (ImageProblem, LabelProblem) as exc:
-            return ctx.quarantine(rel, str(exc))
-        attributes = {
-            k: v for k, v in groups.items() if k not in ("case", "axis", "index", "modality")
-        }
-        if "modality" in groups:
-            attributes["source_modality"] = groups["modality"]
-        attributes.update(case=groups["case"], source_label=",".join(dict.fromkeys(raw)))
-        if sequence:
-            attributes["sequence"] = sequence
-        if "axis" in groups:
-            attributes["slice_axis"] = groups["axis"]
-        if "index" in groups:
-            attributes["slice_index"] = str(int(groups["index"]))
-        return Sample(
-            sample_id=ctx.sample_id(path.stem),
-            source=ctx.source,
-            image=rel,
-            width=width,
-            height=height,
-            modality=modality,
-            scene=ctx.scene,
-            labels=tuple(dict.fromkeys(r.label for r in regions)),
-            attributes=attributes,
-            regions=regions,
-            group_id=o.group.format_map(_Groups(groups)),
-        )
-
     def _modality(self, ctx: ScanContext, token: str | None) -> tuple[str, str]:
         """Canonical modality and sub-modality (sequence) of the image's modality token."""
-        if token is None or not self.o.modality_map:
+        if token is None or not self.options.modality_map:
             return ctx.modality, ""
-        for key in sorted(self.o.modality_map, key=len, reverse=True):
+        for key in sorted(self.options.modality_map, key=len, reverse=True):
             if token == key or token.startswith(key + "_"):
                 sub = token[len(key) + 1 :]
-                return self.o.modality_map[key], "" if sub in ("", "00") else sub
+                return self.options.modality_map[key], "" if sub in ("", "00") else sub
         raise ImageProblem(f"modality {token!r} is not in the manifest's modality_map")
 
     def _regions(
@@ -151,25 +167,27 @@ class PreslicedPairs:
         class_map: dict,
         width: int,
         height: int,
-    ) -> tuple[tuple[Region, ...], list[str]]:
-        regions, raw = [], []
+    ) -> tuple[tuple[Region, ...], list[str], list[str]]:
+        """The image's regions, their raw structure names, and the masks left out because
+        their size differs from the image's."""
+        regions, raw, dropped = [], [], []
+        invert = groups.get("dataset") in self.options.inverted_mask_datasets
         for name in mask_names:
-            part = name.rpartition(self.o.mask_separator)[2]
+            part = name.rpartition(self.options.mask_separator)[2]
             found = self._mask_re.search(part)
             if found is None:
-                raise ImageProblem(f"mask {name} does not match {self.o.mask_regex!r}")
+                raise ImageProblem(f"mask {name} does not match {self.options.mask_regex!r}")
             structure = self._structure(found.groupdict(), groups, class_map, name)
             if self._skip is not None and self._skip.search(structure):
                 continue
-            mask_file = ctx.root / self.o.masks_dir / name
+            mask_file = ctx.root / self.options.masks_dir / name
             mask = load_mask(mask_file)
             if mask.shape[:2] != (height, width):
-                raise ImageProblem(
-                    f"mask {name} is {mask.shape[1]}x{mask.shape[0]}, image is {width}x{height}"
-                )
-            binary = mask > 0
+                dropped.append(f"mask {name} is {mask.shape[1]}x{mask.shape[0]}")
+                continue
+            binary = mask == 0 if invert else mask > 0
             box = mask_to_xyxy(binary)
-            if box is None or int(binary.sum()) < self.o.min_area_px:
+            if box is None or int(binary.sum()) < self.options.min_area_px:
                 raise ImageProblem(f"mask {name} is empty")
             # one object per file (the corpus splits instances): the file is the mask, its RLE
             # rides along so the MedSG generators and renderers need not reopen the file
@@ -182,9 +200,11 @@ class PreslicedPairs:
                 )
             )
             raw.append(structure)
+        if not regions and dropped:
+            raise ImageProblem(f"{'; '.join(dropped)}, image is {width}x{height}")
         if not regions:
             raise ImageProblem(f"every mask of {path.name} is left out by skip_structures")
-        return tuple(regions), raw
+        return tuple(regions), raw, dropped
 
     def _structure(self, found: dict, groups: dict, class_map: dict, name: str) -> str:
         if found.get("structure"):
@@ -192,7 +212,7 @@ class PreslicedPairs:
         if found.get("class") is None:
             raise ImageProblem(f"mask_regex has neither a 'structure' nor a 'class' group ({name})")
         table = class_map
-        key = groups.get(self.o.class_map_key)
+        key = groups.get(self.options.class_map_key)
         if key is not None and isinstance(class_map.get(key), dict):
             table = class_map[key]
         names = {
@@ -201,9 +221,25 @@ class PreslicedPairs:
         value = int(found["class"])
         if value not in names:
             raise LabelProblem(
-                f"class {value} of mask {name} is not in {self.o.class_map_json} for {key!r}"
+                f"class {value} of mask {name} is not in {self.options.class_map_json} for {key!r}"
             )
         return names[value]
+
+
+def _attributes(groups: dict[str, str], raw: list[str], sequence: str) -> dict[str, str]:
+    """A slice's attributes: its name's groups (the slice axis and index under their own
+    names), the modality token, the case, and the raw structure names of its masks."""
+    attributes = {k: v for k, v in groups.items() if k not in ("case", "axis", "index", "modality")}
+    if "modality" in groups:
+        attributes["source_modality"] = groups["modality"]
+    attributes.update(case=groups["case"], source_label=",".join(dict.fromkeys(raw)))
+    if sequence:
+        attributes["sequence"] = sequence
+    if "axis" in groups:
+        attributes["slice_axis"] = groups["axis"]
+    if "index" in groups:
+        attributes["slice_index"] = str(int(groups["index"]))
+    return attributes
 
 
 class _Groups(dict):

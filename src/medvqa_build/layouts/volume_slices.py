@@ -4,6 +4,10 @@ A label volume whose shape or affine disagrees with its image, a value the label
 name, or a volume without any foreground quarantines the case; a slice whose structures are all
 below ``min_area_px`` quarantines the slice. Slices without foreground are not candidates
 unless ``empty_slices: quarantine`` asks to list them. One region per structure per slice.
+A value the case's info file or tables leave empty (``CaseVolumes.missing``) is left out of
+every sample of the case and counted once per sample (``ScanContext.label_missing``).
+Each sample and each quarantine entry is one candidate of the layout's scan
+(:func:`slice_candidates`), read by :func:`read_slice`.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -25,9 +30,21 @@ from ..media.volume import (
     slice_shape_hw,
     slice_spacing,
 )
-from ..quarantine import QuarantineEntry
-from ..records import MaskRef, Region, Sample, SliceRef
-from .base import LabelProblem, LayoutOptions, ScanContext
+from ..records import MaskRef, QuarantineEntry, Region, Sample, SliceRef
+from .base import FileCandidate, LabelProblem, LayoutOptions, ScanContext
+
+# what every volume layout's slices carry: the structures' masks and boxes, the label volume
+# (MedSG multi-view and tracking re-slice it) and the voxel spacing
+VOLUME_PROVIDES = frozenset(
+    {
+        "labels",
+        "regions",
+        "masks",
+        "attribute:source_label",
+        "attribute:label_volume",
+        "attribute:spacing_mm",
+    }
+)
 
 
 class VolumeSliceOptions(LayoutOptions):
@@ -52,6 +69,13 @@ class CaseVolumes:
     modality: str
     group_id: str
     attributes: dict[str, str] = field(default_factory=dict)
+    # attributes the owners' info file or tables leave empty or "not available" for this case
+    missing: tuple[str, ...] = ()
+
+    @property
+    def first_image(self) -> Path:
+        """The file a case-wide quarantine entry names."""
+        return next(iter(self.images.values()))[0]
 
 
 def _case_problem(
@@ -70,107 +94,160 @@ def _case_problem(
     return None
 
 
-def scan_case(
+@dataclass
+class OpenCase:
+    """A case whose label volume was read and checked: what reading its slices needs."""
+
+    volumes: CaseVolumes
+    options: VolumeSliceOptions
+    labels: np.ndarray  # the label volume (RAS+)
+    names: dict[int, str]  # label value -> canonical structure name, by value
+    spacing: tuple[float, float, float]
+
+
+def _open_case(
     ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes
-) -> Iterator[Sample | QuarantineEntry]:
-    """Samples of every foreground slice of one case, or quarantine entries with the reason."""
-    first = next(iter(cv.images.values()))[0]
+) -> OpenCase | QuarantineEntry:
+    """The case with its label volume read, or the quarantine entry (naming the first image)
+    of a case that cannot be read, disagrees with its image or has no known foreground."""
+    first = cv.first_image
     try:
         problem = _case_problem(cv.images, cv.label, o.affine_atol)
         if problem:
-            yield ctx.quarantine(first, problem)
-            return
+            return ctx.quarantine(first, problem)
         labels = load_volume(cv.label)
         values = {int(v) for v in np.unique(labels)} - {0}
         unknown = sorted(values - set(cv.labels))
         if unknown:
-            yield ctx.quarantine(
+            return ctx.quarantine(
                 first,
                 f"label value(s) {unknown} of {cv.label.name} are not "
                 f"in the label list {cv.labels}",
             )
-            return
         if not values:
-            yield ctx.quarantine(first, f"label volume {cv.label.name} has no foreground")
-            return
+            return ctx.quarantine(first, f"label volume {cv.label.name} has no foreground")
         names = {v: ctx.canonical(cv.labels[v]) for v in sorted(values)}
         spacing = tuple(float(z) for z in load_canonical(first).header.get_zooms()[:3])
     except (VolumeProblem, LabelProblem) as exc:
-        yield ctx.quarantine(first, str(exc))
+        return ctx.quarantine(first, str(exc))
+    return OpenCase(cv, o, labels, names, spacing)  # type: ignore[arg-type]
+
+
+@dataclass
+class VolumeSlice:
+    """One foreground slice of an open case, shared by the candidates of its sequences: its
+    plane and structures are computed once, by whichever needs them first."""
+
+    case: OpenCase
+    axis: str
+    index: int
+
+    @cached_property
+    def plane(self) -> np.ndarray:
+        return np.rint(slice_2d(self.case.labels, self.axis, self.index)).astype(np.int32)
+
+    @cached_property
+    def areas(self) -> dict[int, int]:
+        """Pixels of each structure value in the slice, by value."""
+        values, counts = np.unique(self.plane, return_counts=True)
+        return {int(v): int(n) for v, n in zip(values, counts, strict=True) if v != 0}
+
+    @property
+    def kept(self) -> bool:
+        """Whether a structure of the slice reaches ``min_area_px`` (else it has no sample)."""
+        return any(n >= self.case.options.min_area_px for n in self.areas.values())
+
+    @cached_property
+    def regions(self) -> tuple[Region, ...]:
+        """One region per structure that reaches ``min_area_px``, by label value."""
+        regions = []
+        for value, area in sorted(self.areas.items()):
+            if area < self.case.options.min_area_px:
+                continue
+            mask = self.plane == value
+            size_hw, counts = rle_encode(mask)
+            regions.append(
+                Region(
+                    label=self.case.names[value],
+                    bbox=mask_to_xyxy(mask),
+                    mask=MaskRef(size_hw=size_hw, counts=counts),
+                )
+            )
+        return tuple(regions)
+
+
+def slice_candidates(
+    ctx: ScanContext, o: VolumeSliceOptions, cv: CaseVolumes
+) -> Iterator[FileCandidate | QuarantineEntry]:
+    """The candidates of one case, one per sample or quarantine entry it gives.
+
+    The label volume is read here, not in ``read``: which slices have foreground, and whether
+    a slice gives one sample per sequence or one entry (every structure below
+    ``min_area_px``), is only known from it. Every candidate then stands for exactly one entry
+    (so a shard owns whole entries, and the scan index counts entries as it always did), and
+    ``read`` does the per-slice work: the structures' masks, boxes and RLE.
+    """
+    case = _open_case(ctx, o, cv)
+    if isinstance(case, QuarantineEntry):
+        yield case
         return
     for axis in o.axes:
         dim = {"sagittal": 0, "coronal": 1, "axial": 2}[axis]
         other = tuple(d for d in range(3) if d != dim)
-        has_fg = np.any(labels != 0, axis=other)
+        has_fg = np.any(case.labels != 0, axis=other)
         if o.empty_slices == "quarantine":
             for index in np.flatnonzero(~has_fg):
-                yield ctx.quarantine(f"{ctx.rel(first)}#{axis}={index}", "slice has no foreground")
+                yield ctx.quarantine(
+                    f"{ctx.rel(cv.first_image)}#{axis}={index}", "slice has no foreground"
+                )
         for index in np.flatnonzero(has_fg)[:: o.slice_step]:
-            yield from _slice_samples(ctx, o, cv, labels, names, spacing, axis, int(index))
+            piece = VolumeSlice(case, axis, int(index))
+            if not piece.kept:
+                yield ctx.quarantine(
+                    f"{ctx.rel(cv.label)}#{axis}={index}",
+                    f"every structure of this slice is below min_area_px={o.min_area_px}",
+                )
+                continue
+            for sequence, (path, _) in cv.images.items():
+                yield FileCandidate(ctx.rel(path), (piece, sequence))
 
 
-def _slice_samples(
-    ctx: ScanContext,
-    o: VolumeSliceOptions,
-    cv: CaseVolumes,
-    labels: np.ndarray,
-    names: dict[int, str],
-    spacing: tuple,
-    axis: str,
-    index: int,
-) -> Iterator[Sample | QuarantineEntry]:
-    plane = np.rint(slice_2d(labels, axis, index)).astype(np.int32)
-    height, width = slice_shape_hw(labels.shape, axis)
-    key = f"{cv.case}/{axis}/{index:04d}"
-    regions = []
-    for value in sorted(int(v) for v in np.unique(plane) if v != 0):
-        mask = plane == value
-        if int(mask.sum()) < o.min_area_px:
-            continue
-        size_hw, counts = rle_encode(mask)
-        regions.append(
-            Region(
-                label=names[value],
-                bbox=mask_to_xyxy(mask),
-                mask=MaskRef(size_hw=size_hw, counts=counts),
-            )
-        )
-    if not regions:
-        yield ctx.quarantine(
-            f"{ctx.rel(cv.label)}#{axis}={index}",
-            f"every structure of this slice is below min_area_px={o.min_area_px}",
-        )
-        return
-    values = {names[v]: v for v in names}
-    row_mm, col_mm = slice_spacing(spacing, axis)  # type: ignore[arg-type]
-    present = [r.label for r in regions]
+def read_slice(ctx: ScanContext, candidate: FileCandidate) -> Sample:
+    """The sample of one sequence of one slice (a candidate of :func:`slice_candidates`)."""
+    piece, sequence = candidate.info
+    case, cv = piece.case, piece.case.volumes
+    values = {name: value for value, name in case.names.items()}
+    row_mm, col_mm = slice_spacing(case.spacing, piece.axis)
+    present = [r.label for r in piece.regions]
     raw = [cv.labels[values[label]] for label in present]
-    for sequence, (path, channel) in cv.images.items():
-        attributes = {
-            **cv.attributes,
-            "source_label": ",".join(raw),
-            "case": cv.case,
-            "label_volume": ctx.rel(cv.label),
-            "label_values": json.dumps(values, sort_keys=True),
-            "spacing_mm": f"{row_mm:g},{col_mm:g}",
-        }
-        if o.window:
-            attributes["window"] = o.window
-        if channel is not None:
-            attributes["channel"] = str(channel)
-        if sequence:
-            attributes["sequence"] = sequence
-        yield Sample(
-            sample_id=ctx.sample_id(f"{key}/{sequence}" if sequence else key),
-            source=ctx.source,
-            image=ctx.rel(path),
-            width=int(width),
-            height=int(height),
-            modality=cv.modality,
-            slice=SliceRef(axis, int(index)),
-            scene=ctx.scene,
-            labels=tuple(dict.fromkeys(present)),
-            attributes=attributes,
-            regions=tuple(regions),
-            group_id=cv.group_id,
-        )
+    attributes = {
+        **cv.attributes,
+        "source_label": ",".join(raw),
+        "case": cv.case,
+        "label_volume": ctx.rel(cv.label),
+        "label_values": json.dumps(values, sort_keys=True),
+        "spacing_mm": f"{row_mm:g},{col_mm:g}",
+    }
+    if case.options.window:
+        attributes["window"] = case.options.window
+    channel = cv.images[sequence][1]
+    if channel is not None:
+        attributes["channel"] = str(channel)
+    if sequence:
+        attributes["sequence"] = sequence
+    for name in cv.missing:
+        ctx.label_missing(name)
+    height, width = slice_shape_hw(case.labels.shape, piece.axis)
+    key = f"{cv.case}/{piece.axis}/{piece.index:04d}"
+    return ctx.sample(
+        candidate.rel,
+        int(width),
+        int(height),
+        key=f"{key}/{sequence}" if sequence else key,
+        group_id=cv.group_id,
+        modality=cv.modality,
+        slice=SliceRef(piece.axis, piece.index),
+        labels=tuple(dict.fromkeys(present)),
+        attributes=attributes,
+        regions=piece.regions,
+    )

@@ -4,6 +4,14 @@
 
 Boxes become xyxy pixel-edge boxes (x2/y2 exclusive): ``x1 = (cx - w/2) * width``. The image
 label is either fixed for the part (the folder says "bleeding") or the set of box classes.
+
+Folder options take a list of alternative names, read in order (WCEBleedGen's non-bleeding
+folders are ``images``/``annotation`` in the Zenodo archive, ``Images``/``Annotations`` in
+the owners' loaders). An empty or absent label file means "no object" in YOLO's convention
+(``empty_file: no_objects``); where the part's own label says there must be one
+(``empty_file: missing``) it is a label left out, as is a zero-size box line: the sample is
+kept without those boxes and ``ctx.label_missing`` counts them; so is a box whose class
+token is a missing marker.
 """
 
 from __future__ import annotations
@@ -11,17 +19,40 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import ImageProblem
 from ..geometry import box_problem
-from ..media.image import ImageProblem, check_image
-from ..quarantine import QuarantineEntry
+from ..media.image import check_image
 from ..records import Region, Sample
-from .base import IMAGE_EXTENSIONS, LAYOUTS, LabelProblem, LayoutOptions, ScanContext, sorted_files
-from .masks import regions_from_mask
+from ..store.paths import IMAGE_EXTENSIONS, sorted_files
+from .base import (
+    LAYOUTS,
+    MISSING_MARKERS,
+    FileCandidate,
+    FileLayout,
+    LabelProblem,
+    LayoutOptions,
+    ScanContext,
+    is_missing,
+)
+from .discovery import Alternatives, Expect, expect_paths
+from .masks import load_binary_mask, regions_from_mask
+from .txt_boxes import mask_in_box
+
+BOXES_FIELD = "boxes"  # the name labels left out are counted under
+
+Folders = str | list[str]  # one folder, or alternatives tried in order
+
+
+def _names(folders: Folders | None) -> list[str]:
+    if folders is None:
+        return []
+    return [folders] if isinstance(folders, str) else list(folders)
 
 
 class RenamedMaskOptions(BaseModel):
@@ -30,7 +61,7 @@ class RenamedMaskOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    dir: str
+    dir: Folders
     suffix: str = ".png"
     pattern: str = "^"
     repl: str = ""
@@ -39,11 +70,15 @@ class RenamedMaskOptions(BaseModel):
 
 
 class YoloBoxesOptions(LayoutOptions):
-    images_dir: str
-    labels_dir: str | None = None  # YOLO txt folder; None for a part without boxes
+    images_dir: Folders
+    labels_dir: Folders | None = None  # YOLO txt folder; None for a part without boxes
     class_names: dict[int, str] = {}  # YOLO class id -> raw label (mapped via label_map)
     image_label: str | None = None  # raw image label for every image of the part
     missing_labels: Literal["quarantine", "empty"] = "quarantine"  # image without a txt file
+    # an empty txt file: no object in the image, or boxes left out (the part says there is one)
+    empty_file: Literal["no_objects", "missing"] = "no_objects"
+    # a class token holding one of these leaves that box out (counted)
+    missing_values: list[str] = list(MISSING_MARKERS)
     masks: RenamedMaskOptions | None = None
     extensions: list[str] = list(IMAGE_EXTENSIONS)
 
@@ -61,42 +96,80 @@ def yolo_to_xyxy(cx: float, cy: float, w: float, h: float, width: int, height: i
 
 
 @LAYOUTS.register("yolo_boxes")
-class YoloBoxes:
+class YoloBoxes(FileLayout):
     name = "yolo_boxes"
-    shardable = True
     Options = YoloBoxesOptions
 
     def __init__(self, options: YoloBoxesOptions):
-        self.o = options
+        super().__init__(options)
+        self._missing = frozenset(options.missing_values)
 
-    def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry]:
-        o = self.o
-        base = ctx.require_dir(o.images_dir, "image")
+    def _folder_lists(self) -> list[list[str]]:
+        o = self.options
+        lists = [_names(o.images_dir), _names(o.labels_dir)]
+        if o.masks is not None and o.masks.required:
+            lists.append(_names(o.masks.dir))
+        return [names for names in lists if names]
+
+    def expects(self) -> Alternatives:
+        alternatives: list[list[Expect]] = [[]]
+        for names in self._folder_lists():
+            alternatives = [a + expect_paths(n, kind="dir") for a in alternatives for n in names]
+        return alternatives
+
+    def provides(self) -> set[str]:
+        out = {"labels", "attribute:source_label"}
+        if self.options.labels_dir:
+            out.add("regions")
+        masks = self.options.masks
+        return out | ({"masks", "regions"} if masks and masks.required else set())
+
+    @staticmethod
+    def _first(ctx: ScanContext, folders: Folders) -> str:
+        """The first alternative that is a folder under the root (else the first, so the
+        error names it)."""
+        names = _names(folders)
+        return next((n for n in names if (ctx.root / n).is_dir()), names[0])
+
+    def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate]:
+        """Every image of the first image folder present, with the label and mask folders
+        (an optional mask folder that is not there is no folder)."""
+        o = self.options
+        base = ctx.require_dir(self._first(ctx, o.images_dir), "image")
+        labels = masks = None
         if o.labels_dir is not None:
-            ctx.require_dir(o.labels_dir, "YOLO label")
+            labels = ctx.require_dir(self._first(ctx, o.labels_dir), "YOLO label")
+            ctx.note_table(labels, ["class", "cx", "cy", "w", "h"])
         if o.masks is not None:
-            ctx.require_dir(o.masks.dir, "mask")
+            folder = self._first(ctx, o.masks.dir)
+            if o.masks.required or (ctx.root / folder).is_dir():
+                masks = ctx.require_dir(folder, "mask")
         for path in sorted_files(base, tuple(e.lower() for e in o.extensions)):
-            yield ctx.defer(self._sample, ctx, path)
+            yield FileCandidate(ctx.rel(path), (path, labels, masks))
 
     def _boxes(
-        self, ctx: ScanContext, stem: str, width: int, height: int
-    ) -> list[tuple[str, Region]]:
-        """``(raw class name, region)`` per box line of ``<labels_dir>/<stem>.txt``."""
-        o = self.o
-        if o.labels_dir is None:
-            return []
-        txt = ctx.root / o.labels_dir / f"{stem}.txt"
+        self, ctx: ScanContext, labels: Path | None, stem: str, width: int, height: int
+    ) -> tuple[list[tuple[str, Region]], int]:
+        """``(raw class name, region)`` per box line of ``<labels>/<stem>.txt``, and the
+        number of box labels the file leaves out."""
+        o = self.options
+        if labels is None:
+            return [], 0
+        txt = labels / f"{stem}.txt"
         if not txt.is_file():
             if o.missing_labels == "empty":
-                return []
+                return [], 0
             raise ImageProblem(f"box file {ctx.rel(txt)} is missing")
-        regions = []
-        for number, line in enumerate(txt.read_text(encoding="utf-8").splitlines(), 1):
+        regions, left_out = [], 0
+        lines = txt.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
             fields = line.split()
             if not fields:
                 continue
             where = f"{ctx.rel(txt)} line {number}"
+            if is_missing(fields[0], self._missing):
+                left_out += 1  # no class for this box
+                continue
             try:
                 class_id, numbers = int(fields[0]), [float(v) for v in fields[1:]]
             except ValueError:
@@ -107,54 +180,67 @@ class YoloBoxes:
                 raise LabelProblem(
                     f"{where}: class id {class_id} is not in the manifest's class_names"
                 )
+            if numbers[2] == 0 or numbers[3] == 0:
+                left_out += 1  # a zero-size box: what a box tool writes for an empty mask
+                continue
             box = yolo_to_xyxy(*numbers, width, height)
             problem = box_problem(box, width, height)
             if problem:
                 raise ImageProblem(f"{where}: {problem}")
             raw = o.class_names[class_id]
             regions.append((raw, Region(label=ctx.canonical(raw), bbox=box, level="box")))
-        return regions
+        if not regions and not left_out and o.empty_file == "missing":
+            left_out = 1
+        return regions, left_out
 
-    def _masks(self, ctx: ScanContext, path: Path, label: str, width: int, height: int):
-        m = self.o.masks
-        if m is None:
-            return ()
-        mask = ctx.root / m.dir / f"{re.sub(m.pattern, m.repl, path.stem)}{m.suffix}"
-        if not mask.is_file():
+    def _masks(
+        self, ctx: ScanContext, masks: Path | None, path: Path, boxes, label: str, w: int, h: int
+    ) -> tuple[tuple[Region, ...], tuple[Region, ...]]:
+        """``(boxes, mask regions)``: the mask beside the image is cut to each box (the box
+        was drawn around it: one region per lesion, not two); without boxes, one region per
+        connected component of the mask."""
+        m = self.options.masks
+        if m is None or masks is None:
+            return boxes, ()
+        mask_file = masks / f"{re.sub(m.pattern, m.repl, path.stem)}{m.suffix}"
+        if not mask_file.is_file():
             if m.required:
-                raise ImageProblem(f"mask {ctx.rel(mask)} is missing")
-            return ()
-        return regions_from_mask(mask, label, width, height, m.min_area_px)
+                raise ImageProblem(f"mask {ctx.rel(mask_file)} is missing")
+            return boxes, ()
+        if not boxes:
+            return (), regions_from_mask(mask_file, label, w, h, m.min_area_px)
+        mask = load_binary_mask(mask_file)
+        if mask.shape[:2] != (h, w):
+            raise ImageProblem(
+                f"mask {mask_file.name} is {mask.shape[1]}x{mask.shape[0]}, image is {w}x{h}"
+            )
+        binary = mask > (127 if mask.max() > 1 else 0)
+        return tuple(replace(b, mask=mask_in_box(binary, b.bbox)) for b in boxes), ()
 
-    def _sample(self, ctx: ScanContext, path: Path) -> Sample | QuarantineEntry:
-        o = self.o
-        rel = ctx.rel(path)
-        try:
-            width, height = check_image(path, ctx.verify)
-            found = self._boxes(ctx, path.stem, width, height)
-            boxes = tuple(region for _, region in found)
-            if o.image_label is not None:
-                labels: tuple[str, ...] = (ctx.canonical(o.image_label),)
-                source_label = o.image_label
-            else:
-                labels = tuple(dict.fromkeys(r.label for r in boxes))
-                source_label = "|".join(dict.fromkeys(raw for raw, _ in found))
-            mask_label = boxes[0].label if boxes else (labels[0] if labels else "lesion")
-            masks = self._masks(ctx, path, mask_label, width, height)
-        except (ImageProblem, LabelProblem) as exc:
-            return ctx.quarantine(rel, str(exc))
-        key = path.relative_to(ctx.root).with_suffix("").as_posix()
-        attributes = {"source_label": source_label, "boxes": str(len(boxes))}
-        return Sample(
-            sample_id=ctx.sample_id(key),
-            source=ctx.source,
-            image=rel,
-            width=width,
-            height=height,
-            modality=ctx.modality,
-            scene=ctx.scene,
-            labels=labels,
+    def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
+        o = self.options
+        path, labels, masks = candidate.info
+        width, height = check_image(path, ctx.verify)
+        found, left_out = self._boxes(ctx, labels, path.stem, width, height)
+        boxes = tuple(region for _, region in found)
+        if o.image_label is not None:
+            image_labels: tuple[str, ...] = (ctx.canonical(o.image_label),)
+            source_label = o.image_label
+        else:
+            image_labels = tuple(dict.fromkeys(r.label for r in boxes))
+            source_label = "|".join(dict.fromkeys(raw for raw, _ in found))
+        mask_label = image_labels[0] if image_labels else "lesion"
+        boxes, mask_regions = self._masks(ctx, masks, path, boxes, mask_label, width, height)
+        if left_out:
+            ctx.label_missing(BOXES_FIELD, left_out)
+        attributes = {"source_label": source_label} if source_label else {}
+        if not left_out:
+            attributes["boxes"] = str(len(boxes))  # a count only when the file is complete
+        return ctx.sample(
+            candidate.rel,
+            width,
+            height,
+            labels=image_labels,
             attributes=attributes,
-            regions=boxes + tuple(masks),
-            group_id=key,
+            regions=boxes + tuple(mask_regions),
         )

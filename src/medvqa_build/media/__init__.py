@@ -1,7 +1,8 @@
 """Decode pixels: 2-D images (cv2 / Pillow headers), DICOM (pydicom), video frames (cv2)."""
 
+from ..errors import ImageProblem
 from .dicom import DicomProblem, Window, check_dicom, is_dicom, load_dicom_rgb
-from .image import ImageProblem, check_image, load_rgb, read_image_size
+from .image import check_image, load_rgb, read_image_size
 from .load import check_any_image, export_image_bytes, load_any_rgb
 from .video import VideoProblem, frame_problems, read_frame, video_info
 from .volume import VolumeProblem, load_slice_rgb

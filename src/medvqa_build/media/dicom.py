@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .image import ImageProblem
+from ..errors import ImageProblem
 
 DICOM_EXTENSIONS = (".dcm", ".dicom")
 # Header keywords a manifest may allow-list; anything else (names, IDs, dates, institution,

@@ -17,12 +17,10 @@ import cv2
 import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
+from ..errors import ImageProblem
+
 _JPEG_EOI = b"\xff\xd9"
 _PNG_IEND = b"IEND\xaeB`\x82"
-
-
-class ImageProblem(Exception):
-    """A per-file image problem; its message is the quarantine reason."""
 
 
 def read_image_size(path: str | os.PathLike) -> tuple[int, int]:
@@ -65,7 +63,7 @@ def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int
     """Return ``(width, height)`` or raise :class:`ImageProblem` naming what is wrong.
 
     The usual case costs one ``open``, one ``fstat`` and two reads: the header of a plain
-    JPEG or PNG is parsed here (:func:`_plain_header_size`), anything else by Pillow on the
+    JPEG or PNG is parsed here (:func:`plain_header_size`), anything else by Pillow on the
     open file. Whatever that fast path cannot settle (a missing, empty or unreadable file, a
     header Pillow rejects) is checked again by :func:`_check_image_slow`, so the result and
     every error message are the same as before.
@@ -152,10 +150,10 @@ _PNG_MIN_LENGTH = {b"PLTE": 0, b"sRGB": 1, b"gAMA": 4, b"pHYs": 9}  # chunks all
 def _header_size(head: bytes, fd: int, size: int) -> tuple[int, int] | None:
     """``(width, height)`` of the open file ``fd`` whose first bytes are ``head``, or None when
     Pillow cannot open it (the caller then repeats the check step by step for the reason)."""
-    wh = _plain_header_size(head)
+    wh = plain_header_size(head)
     if wh is _MORE and size > len(head):
         head += _pread(fd, min(size, _MAX_HEAD_BYTES) - len(head), len(head))
-        wh = _plain_header_size(head)
+        wh = plain_header_size(head)
     if isinstance(wh, tuple):
         limit = Image.MAX_IMAGE_PIXELS  # a huge image: Pillow warns or refuses, so let it
         if limit is None or wh[0] * wh[1] <= limit:
@@ -185,7 +183,7 @@ def _seek_read(fd: int, n: int, offset: int) -> bytes:
     return os.read(fd, n)
 
 
-def _plain_header_size(buf: bytes):
+def plain_header_size(buf: bytes):
     """``(width, height)`` of a plain JPEG or PNG header in ``buf``; ``_MORE`` when ``buf``
     ends inside the header; None when Pillow should decide."""
     if ImageFile.LOAD_TRUNCATED_IMAGES:  # Pillow then tolerates what these parsers refuse

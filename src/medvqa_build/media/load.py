@@ -12,8 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import ImageProblem
 from .dicom import Window, check_dicom, is_dicom, load_dicom_rgb
-from .image import ImageProblem, check_image, load_rgb
+from .encode import encode_image
+from .image import check_image, load_rgb
+from .video import read_frame
+from .volume import load_slice_rgb
 
 
 def load_any_rgb(
@@ -34,14 +38,14 @@ def load_ref_rgb(
     (``slice=axis:index``) or a DICOM (frame of a multi-frame file)."""
     fragment = fragment or {}
     name = str(path).lower()
+    if "slice" in fragment and is_dicom(path):
+        # a DICOM series stores one slice a file (RSNA lumbar): the fragment says which slice
+        # of the study the file is, and the file itself is the image
+        return load_dicom_rgb(path, window=window)
     if "slice" in fragment:
-        from .volume import load_slice_rgb
-
         axis, _, index = fragment["slice"].partition(":")
         return load_slice_rgb(path, axis, int(index))
     if "frame" in fragment and not is_dicom(path):
-        from .video import read_frame
-
         return read_frame(path, int(fragment["frame"]))
     if "frame" in fragment:
         return load_dicom_rgb(path, window=window, frame=int(fragment["frame"]))
@@ -62,8 +66,6 @@ def export_image_bytes(
 ) -> tuple[bytes, str]:
     """``(bytes, suffix)`` to publish for an image: the file itself, or for DICOM a PNG of
     the decoded pixels (no header survives)."""
-    from ..images import encode_image
-
     path = Path(path)
     if is_dicom(path):
         return encode_image(load_dicom_rgb(path, window=window), "png"), ".png"

@@ -64,18 +64,6 @@ def load_canonical(path: str | os.PathLike):
         ) from None
 
 
-def volume_shape_affine(path: str | os.PathLike) -> tuple[tuple[int, ...], np.ndarray]:
-    """Shape and affine after reorientation, from the header only."""
-    img = load_canonical(path)
-    return tuple(int(v) for v in img.shape), np.asarray(img.affine)
-
-
-def spacing_xyz(path: str | os.PathLike) -> tuple[float, float, float]:
-    """Voxel size in mm along the RAS+ axes (header zooms after reorientation)."""
-    zooms = load_canonical(path).header.get_zooms()
-    return tuple(float(z) for z in zooms[:3])  # type: ignore[return-value]
-
-
 def slice_spacing(spacing: tuple[float, float, float], axis: str) -> tuple[float, float]:
     """``(row, column)`` pixel spacing in mm of a slice along ``axis``."""
     sx, sy, sz = spacing
@@ -86,10 +74,6 @@ def slice_shape_hw(shape_xyz: tuple[int, ...], axis: str) -> tuple[int, int]:
     """Height and width of a slice along ``axis`` of a RAS+ volume of ``shape_xyz``."""
     x, y, z = shape_xyz[:3]
     return {"axial": (y, x), "coronal": (z, x), "sagittal": (z, y)}[axis]
-
-
-def n_slices(shape_xyz: tuple[int, ...], axis: str) -> int:
-    return int(shape_xyz[_FIXED_DIM[check_axis(axis)]])
 
 
 def check_axis(axis: str) -> str:

@@ -7,9 +7,10 @@ Embedders import torch/open_clip lazily, so importing this package stays cheap.
 
 from . import visual_class, visual_neighbor  # noqa: F401  (register the visual samplers)
 from .base import SAMPLERS, NotEnoughOptions, OptionRequest, OptionSampler
-from .cache import EmbeddingCache, default_cache_dir, embed_with_cache, file_sha256
+from .cache import EmbeddingCache, default_cache_dir, embed_with_cache
 from .difficulty import class_centroids, difficulty_report, format_difficulty
-from .embedder import EMBEDDERS, Embedder, EmbedderError, make_embedder
+from .embedder import EMBEDDERS, Embedder, EmbedderError
+from .embedders import make_embedder
 from .index import EmbeddingIndex
 from .label_pool import LabelPoolSampler
 from .offline_embedder import OfflineEmbedder
@@ -36,7 +37,6 @@ __all__ = [
     "default_cache_dir",
     "difficulty_report",
     "embed_with_cache",
-    "file_sha256",
     "format_difficulty",
     "make_embedder",
     "place_answer",

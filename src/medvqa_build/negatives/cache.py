@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..packed import PackedStrings
+from ..store.atomic import AtomicFile, file_sha256, write_atomic
+from ..store.packed import PackedStrings
 from .embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -35,27 +35,6 @@ def default_cache_dir() -> Path:
         return Path(os.environ["MEDVQA_CACHE"]) / "embeddings"
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "medvqa_build" / "embeddings"
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class _KeyIndex:
@@ -215,12 +194,13 @@ class EmbeddingCache:
         meta = self.dir / "embedder.json"
         if not meta.exists():
             info = json.dumps({"embedder_id": self.embedder_id, "dim": self.dim}).encode()
-            _atomic_write(meta, lambda fh: fh.write(info))
+            write_atomic(meta, info, fsync=True)
         name = "shard-" + hashlib.sha256("\n".join(keys).encode()).hexdigest()[:20]
         npy, index = self.dir / f"{name}.npy", self.dir / f"{name}.json"
-        _atomic_write(npy, lambda fh: np.save(fh, vectors))
+        with AtomicFile(npy, fsync=True) as out:
+            np.save(out.fh, vectors)
         payload = json.dumps({"keys": list(keys), "rows": len(keys)}).encode()
-        _atomic_write(index, lambda fh: fh.write(payload))
+        write_atomic(index, payload, fsync=True)
         base = self._shard_number(npy.name) << 32
         self._where.add(keys, base | np.arange(len(keys), dtype=np.int64), replace=True)
 

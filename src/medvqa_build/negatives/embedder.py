@@ -7,14 +7,15 @@ the weights and the preprocessing, so the embedding cache never mixes vectors of
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 from PIL import Image
 
 from ..errors import MedvqaError
+from ..media.dicom import is_dicom, load_dicom_rgb
 from ..registry import Registry
 
 T = TypeVar("T")
@@ -42,8 +43,6 @@ def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Imag
     sides >= ``min_size`` (libjpeg's draft mode: the inverse DCT and colour conversion run at
     the reduced size, and there is less to resize). The pixels then differ from a full
     decode, so embedders that use it say so in their id. Other formats ignore it."""
-    from ..media.dicom import is_dicom, load_dicom_rgb
-
     if is_dicom(path):
         try:
             return Image.fromarray(load_dicom_rgb(path))
@@ -111,48 +110,3 @@ def prefetch_batches(
 
 def default_workers() -> int:
     return max(1, min(32, (os.cpu_count() or 2) - 1))
-
-
-def make_embedder(spec: str | Mapping[str, Any] | Embedder) -> Embedder:
-    """Build an embedder from a recipe value.
-
-    ``"offline"`` · ``"open_clip:ViT-B-32"`` (random init) · ``"open_clip:ViT-B-32/openai"`` ·
-    ``"open_clip:hf-hub:org/repo"`` · ``"open_clip:local-dir:/path"`` ·
-    ``{"open_clip": {"model_name": ..., "pretrained": "/path/ckpt.pt", "batch_size": 64}}`` ·
-    ``{"name": "offline", "image_size": 128}``.
-    """
-    from . import offline_embedder, open_clip_embedder  # noqa: F401  (register the embedders)
-
-    if hasattr(spec, "embed_paths"):
-        return spec  # type: ignore[return-value]
-    where = "recipe: embedder"
-    if isinstance(spec, str):
-        name, _, arg = spec.partition(":")
-        factory = EMBEDDERS.get(name, where=where)
-        if not arg:
-            return factory()
-        if name != "open_clip":
-            raise EmbedderError(f"embedder {name!r} takes no argument", where=where, fix=name)
-        if arg.startswith(("hf-hub:", "local-dir:")):
-            return factory(model_name=arg)
-        model, _, pretrained = arg.partition("/")
-        return factory(model_name=model, pretrained=pretrained or None)
-    if isinstance(spec, Mapping):
-        params = dict(spec)
-        if "name" in params:
-            name = params.pop("name")
-        elif len(params) == 1:
-            name, inner = next(iter(params.items()))
-            params = dict(inner or {})
-        else:
-            raise EmbedderError(
-                f"cannot read embedder spec {spec!r}",
-                where=where,
-                fix='use {"name": "offline", ...} or {"open_clip": {"model_name": ...}}',
-            )
-        factory = EMBEDDERS.get(str(name), where=where)
-        try:
-            return factory(**params)
-        except TypeError as exc:
-            raise EmbedderError(f"bad embedder parameters: {exc}", where=where) from exc
-    raise EmbedderError(f"cannot read embedder spec {spec!r}", where=where, fix="a string or map")

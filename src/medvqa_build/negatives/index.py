@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..row_file import RowFile
+from ..store.row_file import RowFile
 
 log = logging.getLogger(__name__)
 
@@ -232,11 +232,49 @@ class EmbeddingIndex:
         kmeans_iters,
         seed,
     ) -> None:
+        rng = np.random.default_rng(seed)
+        nlist = self._train_ivf(nlist, train_per_centroid, kmeans_iters, seed, rng)
+        k = min(int(recall_k), self.n - 1)
+        cap = min(nlist, max(int(max_nprobe), int(nprobe), 1))
+        first = max(1, min(int(nprobe), cap))
+        probe = self._smallest_nprobe(rng, recall_sample, k, first, cap, min_recall)
+        if probe.p_out is None or probe.p_self is None:
+            log.warning(
+                "IVF%d recall@%d %.3f (self-kNN %.3f) < %.2f even at nprobe %d; using exact search",
+                nlist,
+                k,
+                probe.r_out,
+                probe.r_self,
+                min_recall,
+                cap,
+            )
+            self.recall, self.self_recall, self.nprobe = probe.r_out, probe.r_self, cap
+            return
+        self.kind = "ivf"
+        self.nprobe, self.self_nprobe = probe.p_out, probe.p_self
+        self.recall = probe.outside_recall(probe.p_out)
+        self.self_recall = probe.self_recall(probe.p_self)
+        self._members = probe.members
+        self._self_assign = np.ascontiguousarray(probe.assign[:, : probe.p_self], dtype=np.int32)
+        if isinstance(self.vectors, RowFile):
+            members = probe.members
+            self._to_cell_order(np.concatenate(members) if members else np.zeros(0, np.int64))
+        log.info(
+            "IVF%d index: nprobe %d (recall@%d %.3f), self-kNN nprobe %d (recall %.3f)",
+            nlist,
+            probe.p_out,
+            k,
+            self.recall,
+            probe.p_self,
+            self.self_recall,
+        )
+
+    def _train_ivf(self, nlist, train_per_centroid, kmeans_iters, seed, rng) -> int:
+        """Spherical k-means centroids on a subsample; returns the number of cells."""
         import faiss
 
         nlist = int(nlist or max(16, min(65536, round(2 * np.sqrt(self.n)))))
         nlist = max(2, min(nlist, self.n // 39))
-        rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
         train_n = min(self.n, max(39, int(train_per_centroid)) * nlist)
         train = self.vectors[np.sort(rng.choice(self.n, size=train_n, replace=False))]
@@ -250,84 +288,40 @@ class EmbeddingIndex:
             verbose=False,
         )
         km.train(train)
-        secs = self.build_seconds
-        secs["train"] = time.perf_counter() - t0
+        self.build_seconds["train"] = time.perf_counter() - t0
         self._centroids = np.ascontiguousarray(km.centroids, dtype=np.float32)
         self.nlist = nlist
+        return nlist
 
-        # Recall check on a sample against exact search. Within the probed cells the search is
-        # exact, so a neighbour is found iff its cell is probed: recall for every nprobe comes
-        # from cell ids alone, without trial searches.
-        k = min(int(recall_k), self.n - 1)
+    def _smallest_nprobe(self, rng, recall_sample, k, first, cap, min_recall) -> _Probe:
+        """The fewest cells to probe for ``min_recall``, outside queries and self-kNN.
+
+        Recall is checked on a sample against exact search. Within the probed cells the
+        search is exact, so a neighbour is found iff its cell is probed: recall for every
+        nprobe comes from cell ids alone, without trial searches."""
+        secs = self.build_seconds
+        t0 = time.perf_counter()
         sample = np.sort(rng.choice(self.n, size=min(int(recall_sample), self.n), replace=False))
         _, exact = exact_knn(self.vectors[sample], self.vectors, k + 1, self.threads)
-        secs["recall"] = time.perf_counter() - t0 - secs["train"]
+        secs["recall"] = time.perf_counter() - t0
         # Outside queries: the query itself left out; self-kNN: it is its own first neighbour.
         others = np.array([row[row != q][:k] for row, q in zip(exact, sample, strict=True)])
-        cap = min(nlist, max(int(max_nprobe), int(nprobe), 1))
-        first = max(1, min(int(nprobe), cap))
-        p_out = p_self = None
-        r_out = r_self = 0.0
+        probe = _Probe()
         for top_p in sorted({min(cap, max(first, 8)), cap}):  # few cells kept per vector first
             t1 = time.perf_counter()
-            assign = self._assign(self.vectors, top_p)  # (n, top_p) nearest cells, best first
+            probe.assign = self._assign(self.vectors, top_p)  # (n, top_p) nearest cells
             secs["assign"] = secs.get("assign", 0.0) + time.perf_counter() - t1
-            primary = assign[:, 0]
-            order = np.argsort(primary, kind="stable")
-            bounds = np.searchsorted(primary[order], np.arange(nlist + 1))
-            members = [order[bounds[c] : bounds[c + 1]] for c in range(nlist)]
-            groups = [assign[members[c]] for c in primary[sample]]
-
-            def outside_recall(p, primary=primary, assign=assign):
-                own = assign[sample, None, :p]
-                return float((primary[others][:, :, None] == own).any(-1).mean())
-
-            def self_recall(p, primary=primary, groups=groups):
-                cells = primary[exact[:, :k]]
-                return float(
-                    np.mean(
-                        [
-                            np.isin(c, np.unique(g[:, :p]))
-                            for c, g in zip(cells, groups, strict=True)
-                        ]
-                    )
-                )
-
+            probe.use(self.nlist, sample, exact, others, k)
             for p in range(first, top_p + 1):
-                if p_out is None and (r_out := outside_recall(p)) >= min_recall:
-                    p_out = p
-                if p_self is None and (r_self := self_recall(p)) >= min_recall:
-                    p_self = p
-            if p_out is not None and p_self is not None:
+                if probe.p_out is None:
+                    probe.r_out = probe.outside_recall(p)
+                    probe.p_out = p if probe.r_out >= min_recall else None
+                if probe.p_self is None:
+                    probe.r_self = probe.self_recall(p)
+                    probe.p_self = p if probe.r_self >= min_recall else None
+            if probe.p_out is not None and probe.p_self is not None:
                 break
-        if p_out is None or p_self is None:
-            log.warning(
-                "IVF%d recall@%d %.3f (self-kNN %.3f) < %.2f even at nprobe %d; using exact search",
-                nlist,
-                k,
-                r_out,
-                r_self,
-                min_recall,
-                cap,
-            )
-            self.recall, self.self_recall, self.nprobe = r_out, r_self, cap
-            return
-        self.kind = "ivf"
-        self.nprobe, self.self_nprobe = p_out, p_self
-        self.recall, self.self_recall = outside_recall(p_out), self_recall(p_self)
-        self._members = members
-        self._self_assign = np.ascontiguousarray(assign[:, :p_self], dtype=np.int32)
-        if isinstance(self.vectors, RowFile):
-            self._to_cell_order(np.concatenate(members) if members else np.zeros(0, np.int64))
-        log.info(
-            "IVF%d index: nprobe %d (recall@%d %.3f), self-kNN nprobe %d (recall %.3f)",
-            nlist,
-            p_out,
-            k,
-            self.recall,
-            p_self,
-            self.self_recall,
-        )
+        return probe
 
     def _to_cell_order(self, order: np.ndarray) -> None:
         """Rewrite the vector file with each cell's members together (cell by cell, in row
@@ -441,3 +435,39 @@ class EmbeddingIndex:
 
         _run(group, groups, self.threads)
         return None if sink is not None else (scores, ids)
+
+
+class _Probe:
+    """What the nprobe search found: the cells of every vector (best first), each cell's
+    members, and the recall at each nprobe of the sample's outside and self-kNN queries."""
+
+    p_out: int | None = None
+    p_self: int | None = None
+    r_out: float = 0.0
+    r_self: float = 0.0
+
+    def use(self, nlist: int, sample, exact, others, k: int) -> None:
+        primary = self.assign[:, 0]
+        order = np.argsort(primary, kind="stable")
+        bounds = np.searchsorted(primary[order], np.arange(nlist + 1))
+        self.members = [order[bounds[c] : bounds[c + 1]] for c in range(nlist)]
+        self._groups = [self.assign[self.members[c]] for c in primary[sample]]
+        self._primary, self._sample, self._exact, self._others, self._k = (
+            primary,
+            sample,
+            exact,
+            others,
+            k,
+        )
+
+    def outside_recall(self, p: int) -> float:
+        own = self.assign[self._sample, None, :p]
+        return float((self._primary[self._others][:, :, None] == own).any(-1).mean())
+
+    def self_recall(self, p: int) -> float:
+        cells = self._primary[self._exact[:, : self._k]]
+        return float(
+            np.mean(
+                [np.isin(c, np.unique(g[:, :p])) for c, g in zip(cells, self._groups, strict=True)]
+            )
+        )

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..packed import SortedStrings
 from ..records import Negatives, Sample
+from ..store.packed import SortedStrings
 from .base import OptionRequest, not_enough
 from .embedder import l2_normalise
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..packed import SortedStrings
 from ..records import Negatives, Sample
+from ..store.packed import SortedStrings
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
 from .visual_base import choose_top, normalise_rows, unfitted_query

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Negatives, Sample
-from ..row_file import RowFile
+from ..store.row_file import RowFile
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
 from .index import EmbeddingIndex

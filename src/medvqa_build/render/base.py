@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+import cv2
 import numpy as np
 
 from ..records import DrawnShape, PointXY, Region
@@ -95,12 +96,78 @@ class Stroke:
 
     Knowing the reach first lets the render stage draw on a view of the decoded image cut to
     it: no copy of the whole image is made, and no pixel outside the window can change, so the
-    alignment check compares the window alone."""
+    alignment check compares the window alone.
+
+    A stroke drawn into its own buffer (:func:`buffer_stroke`) also carries ``pixels``, a
+    uint8 map the size of the reach (1 where it paints), ``color_px``, the channel values it
+    paints there, and ``outlined``, the mask it outlines cut to its box ``((x0, y0, x1, y1),
+    bool crop)``: the render stage checks the buffer against that geometry instead of
+    comparing the image's pixels (:func:`render.alignment.check_strokes`)."""
 
     shapes: tuple[DrawnShape, ...]
     decoded: tuple = ()
     reach: Rect | None = None
     paint: Callable[[np.ndarray, int, int], None] | None = None
+    pixels: np.ndarray | None = field(default=None, compare=False, repr=False)
+    color_px: tuple[int, int, int] | None = None
+    outlined: tuple[Rect, np.ndarray] | None = field(default=None, compare=False, repr=False)
+
+
+def buffer_stroke(
+    shapes: tuple[DrawnShape, ...],
+    decoded: tuple,
+    reach: Rect,
+    pixels: np.ndarray,
+    color_px: tuple[int, int, int],
+    outlined: tuple[Rect, np.ndarray] | None = None,
+) -> Stroke:
+    """A stroke drawn into ``pixels`` (uint8, the size of ``reach``, non-zero where it paints)
+    whose ``paint`` composites that buffer: every pixel under it takes ``color_px``, no other
+    pixel changes. A solid stroke so composited gives the pixels that drawing it on the image
+    gives (the same rasterisation; only where it lands is coloured)."""
+    x0, y0, _, _ = reach
+    color_px = tuple(int(v) for v in color_px)
+
+    def paint(view: np.ndarray, ox: int, oy: int) -> None:
+        composite(view, pixels, color_px, x0 - ox, y0 - oy)
+
+    return Stroke(shapes, decoded, reach, paint, pixels, color_px, outlined)
+
+
+# Solid tiles of a colour, the source of a composite's masked copy; a larger buffer is
+# composited a tile at a time (at most a few tiles of 192 KiB are kept)
+_TILE = 256
+_SOLID: dict[tuple[int, int, int], np.ndarray] = {}
+
+
+def _solid(color_px: tuple[int, int, int]) -> np.ndarray:
+    tile = _SOLID.get(color_px)
+    if tile is None:
+        tile = np.empty((_TILE, _TILE, 3), np.uint8)
+        tile[...] = color_px
+        tile.flags.writeable = False
+        _SOLID[color_px] = tile
+    return tile
+
+
+def composite(
+    view: np.ndarray, pixels: np.ndarray, color_px: tuple[int, int, int], x: int, y: int
+) -> None:
+    """Give the pixels of ``view`` (H x W x 3 uint8) under the non-zero pixels of ``pixels``
+    (uint8, its top-left pixel at ``(x, y)`` of ``view``, inside it) the colour ``color_px``
+    (a tuple): one masked copy from a solid tile of the colour (``cv2.copyTo``, in place)."""
+    h, w = pixels.shape
+    if x < 0 or y < 0 or view.shape[0] < y + h or view.shape[1] < x + w:
+        raise ValueError(f"a {h}x{w} stroke buffer at ({x}, {y}) leaves the {view.shape} view")
+    tile = _solid(color_px)
+    if h <= _TILE and w <= _TILE:
+        cv2.copyTo(tile[:h, :w], pixels, view[y : y + h, x : x + w])
+        return
+    for r in range(0, h, _TILE):
+        for c in range(0, w, _TILE):
+            mask = pixels[r : r + _TILE, c : c + _TILE]
+            mh, mw = mask.shape
+            cv2.copyTo(tile[:mh, :mw], mask, view[y + r : y + r + mh, x + c : x + c + mw])
 
 
 class Renderer(Protocol):
@@ -113,6 +180,11 @@ class Renderer(Protocol):
     inside the marks' reach only."""
 
     name: str
+    # a prompt level recipes may name (``tasks[].prompt_level``), and the kind of shape
+    # (box, contour, mask, point, text; None: nothing) one prompt mark records, which is what
+    # a task plans for the render stage to draw
+    prompt_level: bool
+    shape_kind: str | None
 
     def draw(
         self, image: np.ndarray, marks: list[Mark], style: Style, root: Path | None = None
@@ -124,6 +196,8 @@ class PlannedRenderer:
     from ``plan_mark``), ``draw`` paints them on the whole image. Channel-order aware."""
 
     name: str
+    prompt_level = True
+    shape_kind: str | None = None
     channels_aware = True
     plan_mark: Callable[..., Stroke]
 
@@ -169,12 +243,32 @@ def _result(image: np.ndarray, strokes: Sequence[Stroke]) -> RenderResult:
 RENDERERS: Registry[Renderer] = Registry("renderer")
 
 
+def prompt_levels() -> tuple[str, ...]:
+    """The prompt levels a recipe may name: the renderers that are one, in the order they
+    were registered (``render/__init__`` imports the built-in ones in the documented order)."""
+    return tuple(
+        name
+        for name in RENDERERS.registered()
+        if getattr(RENDERERS.get(name), "prompt_level", False) and RENDERERS.get(name).name == name
+    )
+
+
 def _checked(
     kind: str, image: np.ndarray, marks: Sequence[Mark], style: Style | None, channels: str
 ) -> tuple[Renderer, Style]:
     """The renderer for ``kind`` and the style, after the checks every render makes."""
+    _check_image(image)
+    return _checked_marks(kind, marks, style, channels)
+
+
+def _check_image(image: np.ndarray) -> None:
     if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
         raise ValueError(f"expected an RGB uint8 image, got shape {image.shape} {image.dtype}")
+
+
+def _checked_marks(
+    kind: str, marks: Sequence[Mark], style: Style | None, channels: str
+) -> tuple[Renderer, Style]:
     style = style or Style()
     if not 0.0 <= style.alpha <= 1.0:
         raise ValueError(f"style alpha must lie in [0, 1], got {style.alpha}")
@@ -225,11 +319,15 @@ _CHECK_MARGIN = 2
 class InPlace:
     """What :func:`render_in_place` did: the result (its image is the image drawn on), the
     clean pixels of the window that may have changed (a copy taken before painting; an empty
-    array when nothing was painted) and the window's top-left pixel ``(x, y)``."""
+    array when nothing was painted) and the window's top-left pixel ``(x, y)``. ``strokes``
+    holds the plan when every stroke was drawn into its own buffer (:func:`buffer_stroke`);
+    then the window is the union of their reaches and the check can take the buffers
+    (:func:`render.alignment.check_strokes`); else it is empty."""
 
     result: RenderResult
     before: np.ndarray
     origin: tuple[int, int]
+    strokes: tuple[Stroke, ...] = ()
 
 
 def render_in_place(
@@ -255,13 +353,45 @@ def render_in_place(
         image[...] = result.image
         return InPlace(RenderResult(image, result.shapes, result.decoded), before, (0, 0))
     h, w = image.shape[:2]
-    strokes = plan(list(marks), style, h, w, root, channels)
+    return paint_in_place(image, plan(list(marks), style, h, w, root, channels))
+
+
+def plan_marks(
+    kind: str,
+    marks: list[Mark],
+    style: Style | None,
+    h: int,
+    w: int,
+    *,
+    root: str | Path | None = None,
+    channels: str = "rgb",
+) -> list[Stroke] | None:
+    """The strokes :func:`render_in_place` paints on an ``h`` x ``w`` image, planned before
+    there is one (they depend on its size alone); None for a renderer without ``plan`` (or
+    one that draws RGB only, asked for ``channels="bgr"``). Raises what :func:`render` raises
+    for these marks; :func:`paint_in_place` paints the plan."""
+    renderer, style = _checked_marks(kind, marks, style, channels)
+    if root is not None and not isinstance(root, Path):
+        root = Path(root) if root else None
+    plan = getattr(renderer, "plan", None)
+    if plan is None or (channels != "rgb" and not getattr(renderer, "channels_aware", False)):
+        return None
+    return plan(list(marks), style, h, w, root, channels)
+
+
+def paint_in_place(image: np.ndarray, strokes: Sequence[Stroke]) -> InPlace:
+    """Paint planned strokes on ``image`` (writable, the size they were planned for) through
+    a view cut to their reach: the second half of :func:`render_in_place`."""
+    _check_image(image)
+    h, w = image.shape[:2]
     # a stroke that paints without saying where may paint anywhere: the whole image
     reaches = [s.reach or (0, 0, w, h) for s in strokes if s.paint is not None]
     if not reaches:
         return InPlace(_result(image, strokes), image[:0, :0], (0, 0))
     x0s, y0s, x1s, y1s = zip(*reaches, strict=True)
-    m = _CHECK_MARGIN
+    # buffered strokes are checked on their buffers, not on crops around the shapes: no margin
+    buffered = all(s.pixels is not None for s in strokes)
+    m = 0 if buffered else _CHECK_MARGIN
     x0, y0 = max(0, min(x0s) - m), max(0, min(y0s) - m)
     x1, y1 = min(w, max(x1s) + m), min(h, max(y1s) + m)
     view = image[y0:y1, x0:x1]
@@ -269,7 +399,7 @@ def render_in_place(
     for stroke in strokes:
         if stroke.paint is not None:
             stroke.paint(view, x0, y0)
-    return InPlace(_result(image, strokes), before, (x0, y0))
+    return InPlace(_result(image, strokes), before, (x0, y0), tuple(strokes) if buffered else ())
 
 
 def _at_index(result: RenderResult, image_index: int) -> RenderResult:

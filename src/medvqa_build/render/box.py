@@ -51,6 +51,7 @@ def plan_box_mark(
 
 class BoxRenderer(PlannedRenderer):
     name = "box"
+    shape_kind = "box"
     plan_mark = staticmethod(plan_box_mark)
 
 

@@ -17,7 +17,15 @@ import numpy as np
 
 from ..geometry import crop_contours
 from ..records import DrawnShape, Polygon
-from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style, channel_colors
+from .base import (
+    RENDERERS,
+    Mark,
+    PlannedRenderer,
+    Stroke,
+    Style,
+    buffer_stroke,
+    channel_colors,
+)
 from .masks import load_region_crop
 
 _SHIFT = 2  # fractional bits: cv2 draws the half-pixel contour vertices without rounding bias
@@ -29,17 +37,21 @@ def plan_contour_mark(
 ) -> Stroke:
     """The outlines of the mark's mask, one shape each; ``decoded`` holds each polygon as
     traced: an int32 ``(N, 1, 2)`` array (pixel-centre vertices) or, for a crack outline, a
-    float64 ``(N, 2)`` array. The reach is the outlines' box grown by the stroke's width."""
+    float64 ``(N, 2)`` array. The reach is the outlines' box grown by the stroke's width.
+
+    Pixel-centre outlines are drawn into the stroke's own buffer, the size of the reach
+    (:func:`base.buffer_stroke`), which the render stage checks against the mask before it
+    is composited; crack outlines (rare) paint on the image and are checked there."""
     t = style.thickness_for(h, w)
     color = channel_colors(channels)[mark.color]
-    (x0, y0, _, _), crop = load_region_crop(mark.region, h, w, root)
+    box, crop = load_region_crop(mark.region, h, w, root)
+    x0, y0 = box[0], box[1]
     outlines = _pixel_outlines(crop, x0, y0)
     if outlines is None:
         return _crack_stroke(crop, x0, y0, mark, t, color, h, w)
-    shapes, rects = [], []
+    shapes = []
     for outline in outlines:
-        x, y, bw, bh = rect = cv2.boundingRect(outline)
-        rects.append(rect)
+        x, y, bw, bh = cv2.boundingRect(outline)
         shape = DrawnShape(
             image_index=0,
             kind="contour",
@@ -51,10 +63,12 @@ def plan_contour_mark(
         )
         shapes.append(shape)
 
-    def paint(view: np.ndarray, ox: int, oy: int) -> None:
-        cv2.drawContours(view, outlines, -1, color, t, cv2.LINE_8, None, _ALL_LEVELS, (-ox, -oy))
-
-    return Stroke(tuple(shapes), tuple(outlines), _reach(rects, t, h, w), paint)
+    # the outer outlines' boxes make up the mask's box: the reach is that box grown by t
+    x1, y1 = box[2], box[3]
+    reach = rx0, ry0, rx1, ry1 = max(0, x0 - t), max(0, y0 - t), min(w, x1 + t), min(h, y1 + t)
+    pixels = np.zeros((ry1 - ry0, rx1 - rx0), np.uint8)
+    cv2.drawContours(pixels, outlines, -1, 1, t, cv2.LINE_8, None, _ALL_LEVELS, (-rx0, -ry0))
+    return buffer_stroke(tuple(shapes), tuple(outlines), reach, pixels, color, (box, crop))
 
 
 def _reach(rects: list[tuple[int, int, int, int]], t: int, h: int, w: int):
@@ -121,6 +135,7 @@ def _crack_stroke(
 
 class ContourRenderer(PlannedRenderer):
     name = "contour"
+    shape_kind = "contour"
     plan_mark = staticmethod(plan_contour_mark)
 
 

@@ -1,7 +1,7 @@
-"""``coord`` (the box is given as text, EndoBench's Coor level) and ``image`` (no prompt at all).
+"""``coord``: the box is given as text (EndoBench's Coor level), nothing is drawn.
 
-Neither draws: both return the clean image unchanged. ``coord`` records each region's box as a
-``text`` shape; the question writer formats it with :func:`coord_text` in the chosen convention.
+The clean image is returned unchanged; each region's box is recorded as a ``text`` shape, and
+the question writer formats it with :func:`coord_text` in the chosen convention.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: i
 
 class CoordRenderer(PlannedRenderer):
     name = "coord"
+    shape_kind = "text"
 
     def plan(
         self,
@@ -56,21 +57,4 @@ class CoordRenderer(PlannedRenderer):
         return [Stroke(shapes)]
 
 
-class NoPromptRenderer(PlannedRenderer):
-    name = "image"
-
-    def plan(
-        self,
-        marks: list[Mark],
-        style: Style,
-        h: int,
-        w: int,
-        root: Path | None = None,
-        channels: str = "rgb",
-    ) -> list[Stroke]:
-        return []
-
-
 RENDERERS.add("coord", CoordRenderer())
-RENDERERS.add("image", NoPromptRenderer())
-RENDERERS.add("none", RENDERERS.get("image"))

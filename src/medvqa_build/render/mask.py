@@ -66,6 +66,7 @@ def _canonical(counts) -> bool:
 
 class MaskRenderer(PlannedRenderer):
     name = "mask"
+    shape_kind = "mask"
     plan_mark = staticmethod(plan_mask_mark)
 
 

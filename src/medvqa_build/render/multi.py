@@ -16,8 +16,9 @@ MIN_MARKS, MAX_MARKS = 2, 4
 
 
 class MultiRenderer(PlannedRenderer):
-    def __init__(self, name: str, default_shape: str):
+    def __init__(self, name: str, default_shape: str, prompt_level: bool):
         self.name, self.default_shape = name, default_shape
+        self.shape_kind, self.prompt_level = default_shape, prompt_level
 
     def plan(
         self,
@@ -45,5 +46,5 @@ class MultiRenderer(PlannedRenderer):
         return strokes
 
 
-RENDERERS.add("multi", MultiRenderer("multi", "box"))
-RENDERERS.add("multi_contour", MultiRenderer("multi_contour", "contour"))
+RENDERERS.add("multi", MultiRenderer("multi", "box", prompt_level=True))
+RENDERERS.add("multi_contour", MultiRenderer("multi_contour", "contour", prompt_level=False))

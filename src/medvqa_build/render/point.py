@@ -119,6 +119,7 @@ def plan_point_mark(
 
 class PointRenderer(PlannedRenderer):
     name = "point"
+    shape_kind = "point"
     plan_mark = staticmethod(plan_point_mark)
 
 

@@ -11,6 +11,7 @@ import os
 import tempfile
 from array import array
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -18,9 +19,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm.auto import tqdm
 
-from ..errors import MedvqaError
-from ..pydantic_errors import describe_validation_error
+from ..errors import MedvqaError, describe_validation_error
+from ..pipeline import BuildDir
 from ..records import Item
+from ..store.parquet import ItemWriter
+from ..store.tables import ItemTable
+from ..validate.rules import run_rules
 
 FORMAT = "medvqa-review-decisions"
 EDITABLE = ("question", "options", "answer", "gt")
@@ -145,13 +149,6 @@ def _edited(item: Item, edits: Edits) -> Item:
     return new
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def apply_decisions(
     build_dir: str | os.PathLike, decisions_path: str | os.PathLike, *, progress: bool = False
 ) -> dict:
@@ -164,23 +161,14 @@ def apply_decisions(
     The items are streamed (hashed and the decided ones picked out, then rewritten): only the
     decided items and the ids' order are held, whatever the build's size.
     """
-    from ..pipeline import open_build
-    from ..schema import ItemWriter
-    from ..tables import ItemTable, SampleTable
-    from ..validate.report import manifests_of, sample_paths
-    from ..validate.rules import run_rules
-
-    out = Path(build_dir).resolve()
-    items, resolve, recipe = open_build(out)
+    folder = BuildDir.open(build_dir)
+    items = folder.items()
     decisions = read_decisions(decisions_path)
     decided = {d.item_id: d for d in decisions.decisions}
     picked: list[Item] = []  # the decided items, in build order
-    count = 0
 
     def scanned():
-        nonlocal count
         for item in items:
-            count += 1
             if item.item_id in decided:
                 picked.append(item)
             yield item
@@ -193,7 +181,50 @@ def apply_decisions(
             fix="export decisions from this build's preview "
             "(the build changed, or they were applied already)",
         )
-    present = {i.item_id for i in picked}
+    _check_decisions(decisions, {i.item_id for i in picked}, decisions_path)
+    changes = _Changes.of(picked, decided)
+    problems = run_rules(
+        [i for i in changes.replaced.values() if i is not None],
+        folder.samples(),
+        folder.manifests(),
+        folder.resolver(),
+        rules=["schema", "options-unique", "answer-in-options", "distractor-related"],
+    )
+    if problems:
+        shown = "; ".join(f"{p.item_id}: [{p.check}] {p.message}" for p in problems[:3])
+        raise ReviewError(
+            f"{len(problems)} edit(s) make invalid items: {shown}",
+            where=str(decisions_path),
+            fix="correct the edits in the preview and export again",
+        )
+    rel, after_id, kept = _write_reviewed(folder.path, items, changes.replaced, progress)
+    meta = folder.meta()
+    meta.setdefault("items_before_review", meta["items"])
+    meta["items"] = rel
+    meta["review_audit"] = "review/audit.jsonl"
+    entry = {
+        "applied_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "decisions_file": str(Path(decisions_path).resolve()),
+        "decisions_sha256": hashlib.sha256(Path(decisions_path).read_bytes()).hexdigest(),
+        "reviewer": decisions.reviewer,
+        "build_before": current,
+        "build_after": after_id,
+        "items_before": len(items),
+        "items_after": kept,
+        "accepted": changes.accepted,
+        "rejected": changes.rejected,
+        "edited": changes.edited,
+        "undecided": len(items) - len(decided),
+        "items_file": rel,
+    }
+    folder.write_meta(meta)
+    with open(folder.path / "review" / "audit.jsonl", "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    return entry
+
+
+def _check_decisions(decisions: DecisionsFile, present: set[str], path) -> None:
+    """Every decision names an item of the build once, and every edit edits something."""
     seen: set[str] = set()
     unknown, repeated, no_edits = [], [], []
     for d in decisions.decisions:
@@ -212,42 +243,46 @@ def apply_decisions(
         if ids:
             raise ReviewError(
                 f"{len(ids)} {what}: {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}",
-                where=str(decisions_path),
+                where=str(path),
                 fix="export the decisions again from this build's preview",
             )
-    replaced: dict[str, Item | None] = {}  # item id -> its edit, or None when rejected
-    edited, rejected, accepted = [], [], []
-    for item in picked:
-        d = decided[item.item_id]
-        if d.decision == "accept":
-            accepted.append({"item_id": item.item_id, "comment": d.comment})
-        elif d.decision == "reject":
-            replaced[item.item_id] = None
-            rejected.append({"item_id": item.item_id, "comment": d.comment})
-        else:
-            after = replaced[item.item_id] = _edited(item, d.edits)
-            edited.append(
-                {
-                    "item_id": item.item_id,
-                    "comment": d.comment,
-                    "before": {k: _jsonable(getattr(item, k)) for k in EDITABLE},
-                    "after": {k: _jsonable(getattr(after, k)) for k in EDITABLE},
-                }
-            )
-    problems = run_rules(
-        [i for i in replaced.values() if i is not None],
-        SampleTable(list(reversed(sample_paths(out)))),  # the later stage's id wins
-        manifests_of(recipe),
-        resolve,
-        rules=["schema", "options-unique", "answer-in-options", "distractor-related"],
-    )
-    if problems:
-        shown = "; ".join(f"{p.item_id}: [{p.check}] {p.message}" for p in problems[:3])
-        raise ReviewError(
-            f"{len(problems)} edit(s) make invalid items: {shown}",
-            where=str(decisions_path),
-            fix="correct the edits in the preview and export again",
-        )
+
+
+@dataclass
+class _Changes:
+    """What the decisions do to the decided items, with the audit's records of it."""
+
+    replaced: dict[str, Item | None]  # item id -> its edit, or None when rejected
+    accepted: list[dict]
+    rejected: list[dict]
+    edited: list[dict]
+
+    @classmethod
+    def of(cls, picked: list[Item], decided: dict) -> _Changes:
+        changes = cls({}, [], [], [])
+        for item in picked:
+            d = decided[item.item_id]
+            if d.decision == "accept":
+                changes.accepted.append({"item_id": item.item_id, "comment": d.comment})
+            elif d.decision == "reject":
+                changes.replaced[item.item_id] = None
+                changes.rejected.append({"item_id": item.item_id, "comment": d.comment})
+            else:
+                after = changes.replaced[item.item_id] = _edited(item, d.edits)
+                changes.edited.append(
+                    {
+                        "item_id": item.item_id,
+                        "comment": d.comment,
+                        "before": {k: _jsonable(getattr(item, k)) for k in EDITABLE},
+                        "after": {k: _jsonable(getattr(after, k)) for k in EDITABLE},
+                    }
+                )
+        return changes
+
+
+def _write_reviewed(out: Path, items, replaced: dict, progress: bool) -> tuple[str, str, int]:
+    """The reviewed item set as ``review/items-<hash>.parquet``: ``(its path below the build,
+    its build id, items kept)``."""
     pending = out / "review" / ".items-pending.parquet"
     kept = 0
     try:
@@ -265,30 +300,7 @@ def apply_decisions(
         os.replace(pending, out / rel)
     finally:
         pending.unlink(missing_ok=True)
-    meta_path = out / "build.json"
-    meta = json.loads(meta_path.read_text())
-    meta.setdefault("items_before_review", meta["items"])
-    meta["items"] = rel
-    meta["review_audit"] = "review/audit.jsonl"
-    entry = {
-        "applied_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "decisions_file": str(Path(decisions_path).resolve()),
-        "decisions_sha256": hashlib.sha256(Path(decisions_path).read_bytes()).hexdigest(),
-        "reviewer": decisions.reviewer,
-        "build_before": current,
-        "build_after": after_id,
-        "items_before": count,
-        "items_after": kept,
-        "accepted": accepted,
-        "rejected": rejected,
-        "edited": edited,
-        "undecided": count - len(decided),
-        "items_file": rel,
-    }
-    _atomic_text(meta_path, json.dumps(meta, indent=2) + "\n")
-    with open(out / "review" / "audit.jsonl", "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
-    return entry
+    return rel, after_id, kept
 
 
 def _jsonable(value):

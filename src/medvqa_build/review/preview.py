@@ -10,14 +10,23 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
 
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from ..curate.phash import is_image_file
 from ..errors import UsageError
+from ..media.refs import source_ref
+from ..pipeline import BuildDir
+from ..records import Item, Sample
 from ..rng import rng_for
+from ..store.atomic import AtomicFile
+from ..store.parquet import ITEM_READ_ROWS
+from ..store.tables import batched
+from ..vocab import RENDER_SCHEME
 from .decisions import FORMAT, build_id
 
 
@@ -45,18 +54,13 @@ def write_preview(
     ``seed`` (default: the recipe's), instead of all of them. Decisions still name the whole
     build; items not shown stay undecided. Items are read a batch at a time and only the
     samples of the rendered ones shown are looked up: the page, not the build, sets the cost."""
-    from ..pipeline import open_build
-    from ..tables import ItemTable, SampleTable
-    from ..validate.report import sample_paths
-
     if sample is not None and sample < 1:
         raise UsageError(
             f"--sample must be at least 1, got {sample}", fix="pass --sample N, N >= 1"
         )
-    build = Path(build_dir).resolve()
-    items, resolve, recipe = open_build(build)
-    items = items if isinstance(items, ItemTable) else list(items)
-    samples = SampleTable(list(reversed(sample_paths(build))))  # the later stage's id wins
+    folder = BuildDir.open(build_dir)
+    build, items, resolve, recipe = folder.path, folder.items(), folder.resolver(), folder.recipe()
+    samples = folder.samples()
     out = Path(out_html) if out_html is not None else build / "preview" / "index.html"
     out = out.resolve()
     image_dir = out.parent / "images"
@@ -81,53 +85,41 @@ def write_preview(
     seed = int(recipe.seed if seed is None else seed)
     shown = _sampled_rows(items, sample, seed) if sample is not None else None
     head, tail = _template(getattr(recipe, "name", ""))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    try:
-        _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed, progress)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with AtomicFile(out, "w", encoding="utf-8") as page:
+        _write_page(page.fh, head, tail, items, shown, samples, local, recipe, seed, progress)
     return out
 
 
-def _write_page(tmp, head, tail, items, shown, samples, local, recipe, seed, progress) -> None:
+def _write_page(fh, head, tail, items, shown, samples, local, recipe, seed, progress) -> None:
     """The page, its data written item by item (see :func:`write_preview`)."""
-    from ..schema import ITEM_READ_ROWS
-    from ..tables import batched
-    from ..validate.report import clean_ref, rendered_sample_ids
-
     # the data is json.dumps of {"build", "format", "items", "name"[, "sampled"]} with sorted
     # keys, as one dict would give it, written item by item
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(head)
-        build = build_id(items, progress)
-        fh.write(_js(f'{{"build": {_dumps(build)}, "format": {_dumps(FORMAT)}, "items": ['))
-        first = True
-        if shown is None:
-            batches = batched(items, ITEM_READ_ROWS)
-        elif hasattr(items, "rows"):
-            batches = items.rows(shown)  # only the shown rows are decoded
-        else:
-            batches = [[i for k, i in enumerate(items) if k in shown]]
-        total = len(items) if shown is None else len(shown)
-        bar = tqdm(total=total, desc="write page", unit="item", disable=not progress, leave=False)
-        for wanted in batches:
-            bar.update(len(wanted))
-            found = samples.get(rendered_sample_ids(wanted)) if wanted else {}
-            for item in wanted:
-                clean = clean_ref(item, found)
-                fields = _fields(item, local, clean)
-                fh.write(_js(("" if first else ", ") + _dumps(fields)))
-                first = False
-        bar.close()
-        fh.write(_js(f'], "name": {_dumps(getattr(recipe, "name", ""))}'))
-        if shown is not None:
-            total = len(items)
-            fh.write(
-                _js(f', "sampled": {_dumps({"of": total, "seed": seed, "shown": len(shown)})}')
-            )
-        fh.write("}" + tail)
+    fh.write(head)
+    build = build_id(items, progress)
+    fh.write(_js(f'{{"build": {_dumps(build)}, "format": {_dumps(FORMAT)}, "items": ['))
+    first = True
+    if shown is None:
+        batches = batched(items, ITEM_READ_ROWS)
+    elif hasattr(items, "rows"):
+        batches = items.rows(shown)  # only the shown rows are decoded
+    else:
+        batches = [[i for k, i in enumerate(items) if k in shown]]
+    total = len(items) if shown is None else len(shown)
+    bar = tqdm(total=total, desc="write page", unit="item", disable=not progress, leave=False)
+    for wanted in batches:
+        bar.update(len(wanted))
+        found = samples.get(rendered_sample_ids(wanted)) if wanted else {}
+        for item in wanted:
+            clean = clean_ref(item, found)
+            fields = _fields(item, local, clean)
+            fh.write(_js(("" if first else ", ") + _dumps(fields)))
+            first = False
+    bar.close()
+    fh.write(_js(f'], "name": {_dumps(getattr(recipe, "name", ""))}'))
+    if shown is not None:
+        total = len(items)
+        fh.write(_js(f', "sampled": {_dumps({"of": total, "seed": seed, "shown": len(shown)})}'))
+    fh.write("}" + tail)
 
 
 def _fields(item, local, clean: str | None) -> dict:
@@ -199,3 +191,24 @@ def _escape(text: str) -> str:
     return (
         text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
     )
+
+
+def clean_ref(item: Item, samples_by_id: Mapping[str, Sample], index: int = 0) -> str | None:
+    """The reference of the item's ``index``-th image without any drawn prompt, where there is
+    a file for it; a rendered image's sample is looked up in ``samples_by_id``."""
+    ref = item.images[index] if index < len(item.images) else None
+    if ref is not None and not ref.startswith(RENDER_SCHEME):
+        return ref
+    sample = samples_by_id.get(item.sample_ids[index]) if index < len(item.sample_ids) else None
+    if sample is None or sample.slice is not None or not is_image_file(sample.image):
+        return None  # a video frame or volume slice has no file of its own
+    return source_ref(sample.source, sample.image)
+
+
+def rendered_sample_ids(items: Iterable[Item]) -> set[str]:
+    """The ids :func:`clean_ref` looks up for ``items``' first images."""
+    return {
+        i.sample_ids[0]
+        for i in items
+        if i.images and i.sample_ids and i.images[0].startswith(RENDER_SCHEME)
+    }

@@ -8,17 +8,18 @@ Generated sources (``access: generated``) also register a writer here.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from ..errors import SourceError, UsageError
 from ..layouts import ScanContext
-from ..layouts.base import make_layout
-from ..manifest import SourceManifest
-from ..quarantine import QuarantineEntry
-from ..records import Sample
+from ..layouts.base import Layout, make_layout
+from ..layouts.discovery import PartSpec, RootResolution, resolve_root
+from ..manifest import LayoutPart, SourceManifest
+from ..records import QuarantineEntry, Sample
 from .synthetic_endo import write_synthetic_endo
 
 # Writers of generated sources: id -> function(root, **options) -> root.
@@ -32,6 +33,45 @@ def manifest_dirs() -> list[Path]:
     extra = os.environ.get("MEDVQA_MANIFESTS", "")
     dirs += [Path(p) for p in extra.split(os.pathsep) if p]
     return dirs
+
+
+def manifest_capabilities(
+    manifest: SourceManifest,
+    parts: list[str] | None = None,
+    layouts: dict[str, Layout] | None = None,
+) -> set[str]:
+    """What a source's samples carry (see :mod:`medvqa_build.tasks.requirements`): the
+    manifest's ``provides:`` when it has one, else what its layout parts (or only ``parts``)
+    provide (:meth:`~medvqa_build.layouts.base.Layout.provides`)."""
+    if manifest.provides:
+        return set(manifest.provides)
+    out: set[str] = set()
+    for part in manifest.parts:
+        if parts is None or part.name in parts:
+            layout = (layouts or {}).get(part.name) or make_layout(
+                part.layout, part.options, where=f"{manifest.id}: parts.{part.name}"
+            )
+            out |= layout.provides()
+    return out
+
+
+@dataclass
+class ScanStats:
+    """What a scan counts besides its entries: labels a table left empty ("not graded"),
+    which drop that label only and keep the sample."""
+
+    labels_missing: Counter = field(default_factory=Counter)  # field -> labels left out
+    samples_missing_labels: int = 0  # samples kept with at least one label left out
+
+    def add(self, other: dict) -> None:
+        self.labels_missing.update(other.get("labels_missing", {}))
+        self.samples_missing_labels += other.get("samples_missing_labels", 0)
+
+    def to_dict(self) -> dict:
+        return {
+            "labels_missing": dict(sorted(self.labels_missing.items())),
+            "samples_missing_labels": self.samples_missing_labels,
+        }
 
 
 @dataclass(frozen=True)
@@ -49,19 +89,52 @@ class Source:
     def generator(self) -> Callable[..., Path] | None:
         return GENERATORS.get(self.id)
 
-    def check_root(self, root: str | os.PathLike) -> Path:
-        root = Path(root).expanduser()
-        if not root.is_dir():
-            hint = self.manifest.download or self.manifest.homepage
-            fix = f"download and unpack {self.manifest.title} ({hint}) and pass its folder"
-            if self.generator is not None:
-                fix = f"write it first with `medvqa-build make-synthetic {root} --source {self.id}`"
+    @cached_property
+    def layouts(self) -> list[tuple[LayoutPart, Layout]]:
+        """Each manifest part with its configured layout (options validated once)."""
+        return [
+            (part, make_layout(part.layout, part.options, where=f"{self.path}: parts.{part.name}"))
+            for part in self.manifest.parts
+        ]
+
+    def capabilities(self, parts: list[str] | None = None) -> set[str]:
+        """What the samples of ``parts`` (default: every part) carry."""
+        return manifest_capabilities(
+            self.manifest, parts, {part.name: layout for part, layout in self.layouts}
+        )
+
+    def _fix(self, root: Path) -> str:
+        if self.generator is not None:
+            return f"write it first with `medvqa-build make-synthetic {root} --source {self.id}`"
+        hint = self.manifest.download or self.manifest.homepage
+        return (
+            f"download and unpack {self.manifest.title} ({hint}) and pass its folder "
+            f"(docs/sources/{self.id}.md)"
+        )
+
+    def resolve(self, root: str | os.PathLike) -> RootResolution:
+        """The source's root for the folder a user passed, and which parts are there (see
+        :mod:`medvqa_build.layouts.discovery`); one-line :class:`SourceError` when none is."""
+        given = Path(root).expanduser()
+        if not given.is_dir():
             raise SourceError(
                 f"source root for {self.id!r} does not exist or is not a folder",
-                where=str(root),
-                fix=fix,
+                where=str(given),
+                fix=self._fix(given),
             )
-        return root.resolve()
+        specs = [
+            PartSpec(part.name, layout.expects(), part.required) for part, layout in self.layouts
+        ]
+        archives = [a.unpacks_to for a in self.manifest.archives if a.unpacks_to != "."]
+        return resolve_root(self.id, given, specs, self._fix(given), archives)
+
+    def check_root(self, root: str | os.PathLike) -> Path:
+        return self.resolve(root).root
+
+    def lost_capabilities(self, missing: list[str]) -> set[str]:
+        """What the source's samples lack because the ``missing`` parts are absent."""
+        found = [p.name for p in self.manifest.parts if p.name not in missing]
+        return self.capabilities() - self.capabilities(found) if missing else set()
 
     def scan(
         self, root: str | os.PathLike, verify: str = "header"
@@ -71,44 +144,75 @@ class Source:
             yield entry
 
     def scan_indexed(
-        self, root: str | os.PathLike, verify: str = "header", shard: tuple[int, int] = (0, 1)
+        self,
+        root: str | os.PathLike,
+        verify: str = "header",
+        shard: tuple[int, int] = (0, 1),
+        stats: ScanStats | None = None,
     ) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
-        """``(part number, candidate index, entry)`` for the candidates shard ``(k, n)`` owns.
+        """``(part number, candidate index, entry)`` for the candidates shard ``(k, n)`` owns,
+        of the parts found under the root (see :meth:`resolve`).
 
         Shards together yield exactly what one unsharded scan yields; a layout that is not
-        shardable is scanned whole by shard 0.
+        shardable is scanned whole by shard 0. ``stats`` collects the labels left out.
         """
         k, n = shard
-        root = self.check_root(root)
-        for part_no, part in enumerate(self.manifest.parts):
-            layout = make_layout(part.layout, part.options, where=f"{self.path}: parts.{part.name}")
-            shardable = getattr(layout, "shardable", False)
-            if n > 1 and not shardable and k != 0:
+        resolution = self.resolve(root)
+        for part_no, (part, layout) in enumerate(self.layouts):
+            if part.name not in resolution.found:
                 continue
-            ctx = ScanContext(
-                source=self.id,
-                root=root,
-                part=part.name,
-                modality=part.modality or self.manifest.modality,
-                scene=part.scene if part.scene is not None else self.manifest.scene,
-                label_map=self.manifest.label_map,
-                verify=verify,
-                shard_index=k if shardable else 0,
-                shard_count=n if shardable else 1,
-            )
-            count = 0
-            for entry in layout.scan(ctx):
-                if entry is None:  # owned by another shard
-                    continue
-                index = ctx.candidates_seen - 1 if shardable else count
-                count += 1
-                if isinstance(entry, Sample) and entry.scene is None and entry.labels:
-                    # the first label the manifest maps to a scene decides it
-                    scenes = self.manifest.scene_map
-                    scene = next((scenes[lab] for lab in entry.labels if lab in scenes), None)
-                    if scene is not None:  # the entry was just built: set, not copy
-                        object.__setattr__(entry, "scene", scene)
+            if n > 1 and not getattr(layout, "shardable", False) and k != 0:
+                continue
+            ctx = self.context(part, layout, resolution.root, verify, shard)
+            for index, entry in self.scan_part(layout, ctx, stats):
                 yield part_no, index, entry
+
+    def context(
+        self,
+        part: LayoutPart,
+        layout: Layout,
+        root: Path,
+        verify: str = "header",
+        shard: tuple[int, int] = (0, 1),
+        cls: type[ScanContext] = ScanContext,
+    ) -> ScanContext:
+        """The scan context of one part under an already resolved ``root``."""
+        shardable = getattr(layout, "shardable", False)
+        return cls(
+            source=self.id,
+            root=root,
+            part=part.name,
+            modality=part.modality or self.manifest.modality,
+            scene=part.scene if part.scene is not None else self.manifest.scene,
+            label_map=self.manifest.label_map,
+            verify=verify,
+            shard_index=shard[0] if shardable else 0,
+            shard_count=shard[1] if shardable else 1,
+        )
+
+    def scan_part(
+        self, layout: Layout, ctx: ScanContext, stats: ScanStats | None = None
+    ) -> Iterator[tuple[int, Sample | QuarantineEntry]]:
+        """``(candidate index, entry)`` of one part's scan, scenes filled from the manifest's
+        ``scene_map`` and labels left out counted into ``stats``."""
+        shardable = getattr(layout, "shardable", False)
+        count = 0
+        for entry in layout.scan(ctx):
+            if entry is None:  # owned by another shard
+                continue
+            index = ctx.candidates_seen - 1 if shardable else count
+            count += 1
+            if ctx.take_missing_labels() and isinstance(entry, Sample) and stats is not None:
+                stats.samples_missing_labels += 1
+            if isinstance(entry, Sample) and entry.scene is None and entry.labels:
+                # the first label the manifest maps to a scene decides it
+                scenes = self.manifest.scene_map
+                scene = next((scenes[lab] for lab in entry.labels if lab in scenes), None)
+                if scene is not None:  # the entry was just built: set, not copy
+                    object.__setattr__(entry, "scene", scene)
+            yield index, entry
+        if stats is not None:
+            stats.labels_missing.update(ctx.labels_missing)
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -31,15 +30,6 @@ PHASE_TOOLS = {
 }
 SIZES_WH = ((384, 320), (352, 352), (416, 336))
 FRAME_STEP = 25  # Cholec80 annotates phases at 25 fps; frames here are taken once a second
-
-
-@dataclass(frozen=True)
-class SyntheticSpec:
-    n_images: int = 120
-    n_videos: int = 2
-    frames_per_video: int = 24
-    n_corrupt: int = 0
-    seed: int = 0
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:

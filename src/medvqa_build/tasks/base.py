@@ -4,7 +4,6 @@ label vocabulary distractors come from, and words the question from rotating tem
 from __future__ import annotations
 
 import hashlib
-import string
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -13,18 +12,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..images import sample_ref
+from ..media.encode import encode_image
+from ..media.refs import generated_ref, sample_ref
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import DrawnShape, Item, Region, Sample
 from ..registry import Registry
+from ..render import COORD_HINTS, RENDERERS
+from ..store.atomic import write_atomic
+from ..vocab import LETTERS
 
 if TYPE_CHECKING:
     from ..manifest import SourceManifest
     from ..negatives.placement import BalancedSlots
     from ..recipe import Recipe, TaskSpec
-
-LETTERS = string.ascii_uppercase
 
 
 class ItemProblem(Exception):
@@ -69,12 +70,10 @@ class GenContext:
 
     def write_image(self, name: str, rgb: np.ndarray) -> str:
         """Save a synthesised image (PNG, lossless) in the generate stage; returns its reference."""
-        from ..images import encode_image, generated_ref, write_bytes_atomic
-
         if self.out_dir is None:
             raise ItemProblem("this task synthesises images but no output folder was given")
         rel = f"images/{name}.png"
-        write_bytes_atomic(self.out_dir / rel, encode_image(rgb, "png"))
+        write_atomic(self.out_dir / rel, encode_image(rgb, "png"))
         return generated_ref(rel)
 
     def item_id(self, cand: Candidate) -> str:
@@ -178,8 +177,6 @@ class TaskGenerator(ABC):
         At the ``coord`` level the text keeps a ``{box}`` slot for the box in ``convention``.
         """
         if level == "coord" and self.coord_templates and candidate.region is not None:
-            from ..render import COORD_HINTS
-
             # "{box}" is filled by the render stage from the box as finally drawn (after any
             # resize), so the text and the pixels the model sees cannot disagree.
             k = template_index % len(self.coord_templates)
@@ -223,17 +220,9 @@ class TaskGenerator(ABC):
 
     def prompt_shapes(self, candidate: Candidate, level: str, color: str) -> tuple[DrawnShape, ...]:
         """What the render stage should draw (planned; the renderer records what it drew)."""
-        if level == "image" or candidate.region is None:
+        kind = RENDERERS.get(level).shape_kind
+        if kind is None or candidate.region is None:
             return ()
-        kinds = {
-            "box": "box",
-            "contour": "contour",
-            "mask": "mask",
-            "point": "point",
-            "multi": "box",
-            "coord": "text",
-        }
-        kind = kinds[level]
         return (
             DrawnShape(
                 image_index=0,

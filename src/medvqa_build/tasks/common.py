@@ -11,7 +11,9 @@ import numpy as np
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import Item, Negatives
-from .base import LETTERS, Candidate, GenContext, ItemProblem, TaskGenerator
+from ..render import sample_distractor_boxes
+from ..vocab import LETTERS
+from .base import Candidate, GenContext, ItemProblem, TaskGenerator
 
 YES, NO = "Yes", "No"
 
@@ -131,8 +133,6 @@ def distractor_boxes(
 ) -> list[tuple[float, ...]]:
     """``n`` boxes of about the target's size, IoU below ``params.max_iou`` (default 0.1) with
     the target, with every other true region and with each other; ItemProblem when none fit."""
-    from ..render import sample_distractor_boxes
-
     if cand.region is None or cand.region.bbox is None:
         raise ItemProblem("the candidate has no region box")
     s = cand.sample

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from ..records import Item, Sample
-from .base import LETTERS, TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from ..vocab import LETTERS
+from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .common import choice_item, count_distractors, templated
 
 TOOL_PREFIX = "tool:"

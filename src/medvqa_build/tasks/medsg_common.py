@@ -18,8 +18,10 @@ from typing import Any, ClassVar
 import cv2
 import numpy as np
 
+from ..errors import ImageProblem
 from ..geometry import format_box, mask_to_xyxy, rle_decode
-from ..media.image import ImageProblem, load_rgb
+from ..media.dicom import DicomProblem, is_dicom, load_dicom_rgb
+from ..media.image import load_rgb
 from ..media.volume import VolumeProblem, load_slice_rgb
 from ..records import DrawnShape, Item, Region, Sample
 from ..render import Mark, render
@@ -67,6 +69,8 @@ def sample_rgb(sample: Sample, root: Path) -> np.ndarray:
     """RGB uint8 pixels of a sample: a volume slice (windowed) or a 2-D image file."""
     path = root / sample.image
     try:
+        if is_dicom(path):  # one slice a file (a DICOM series): the file is the image
+            return load_dicom_rgb(path, window=None)
         if sample.slice is not None:
             channel = sample.attributes.get("channel")
             return load_slice_rgb(
@@ -77,7 +81,7 @@ def sample_rgb(sample: Sample, root: Path) -> np.ndarray:
                 channel=int(channel) if channel is not None else None,
             )
         return load_rgb(path)
-    except (VolumeProblem, ImageProblem) as exc:
+    except (VolumeProblem, ImageProblem, DicomProblem) as exc:
         raise ItemProblem(f"{sample.sample_id}: {exc}") from None
 
 
@@ -137,6 +141,14 @@ class MedSGTask(TaskGenerator):
 
     needs = "regions with masks (volume slices or 2-D images)"
     default_params: ClassVar[dict[str, Any]] = {}
+
+    # what the task's candidates read (see tasks/requirements.py): the region tasks need boxed
+    # regions (a mask is used when there is one), the whole-image ones (patch, diffs) any image
+    requires: ClassVar[frozenset[str]] = frozenset({"regions"})
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [set(cls.requires)]
 
     def param(self, key: str, default: Any = None) -> Any:
         return self.params.get(key, self.default_params.get(key, default))

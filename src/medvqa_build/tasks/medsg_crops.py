@@ -86,6 +86,7 @@ def crop_boxes(
 
 @TASKS.register("patch")
 class Patch(MedSGTask):
+    requires = frozenset()
     name = "patch"
     per_sample = True  # one sample at a time: the pool is streamed
     default_params = {"n_patches": 3}

@@ -126,6 +126,7 @@ def shifted_change(
 
 
 class _DiffTask(MedSGTask):
+    requires = frozenset()
     templates = DIFF_TEMPLATES
     per_sample = True  # one slice at a time: the pool is streamed
     registered: bool = True

@@ -58,6 +58,7 @@ def _inner_pixel(mask: np.ndarray) -> tuple[int, int]:
 
 @TASKS.register("multi_view")
 class MultiView(MedSGTask):
+    requires = frozenset({"regions", "attribute:label_volume"})
     name = "multi_view"
     per_sample = True  # one slice at a time: the pool is streamed
     needs = "volume slice samples with a label volume (attributes label_volume, label_values)"

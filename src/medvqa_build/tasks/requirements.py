@@ -8,113 +8,26 @@ otherwise what its layout parts' options imply. Capabilities are
 - ``labels``: image-level labels;            - ``regions``: regions with a box;
 - ``masks``: regions with a mask;            - ``attribute:<name>``: a per-sample attribute;
 - ``attribute:tool``: ``tool:<name>`` 0/1 presence attributes;
-- ``region_attribute:<name>``: per-region values (``region<k>.<name>`` attributes).
+- ``region_attribute:<name>``: per-region values (``region<k>.<name>`` attributes);
+- ``points``: regions given as points (a spine level, a landmark) rather than boxes.
 
-A source whose layout this module does not know is assumed to provide everything, so the
-check never rejects a recipe it cannot judge; the generate stage still drops what it cannot use.
+Every registered layout declares what it provides, so the check covers every source.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-CAPABILITIES_HELP = (
-    "labels, regions, masks, attribute:<name>, attribute:tool, region_attribute:<name>"
-)
-
-
-def _attrs(names) -> set[str]:
-    return {f"attribute:{n}" for n in names or ()}
-
-
-def _class_folders(o: dict) -> set[str]:
-    return {"labels", "attribute:source_label"} | _attrs(o.get("parent_attributes"))
-
-
-def _label_table(o: dict) -> set[str]:
-    out = {"labels"} | _attrs(o.get("attribute_columns"))
-    return out | ({"regions", "masks"} if o.get("masks") else set())
-
-
-def _metadata_table(o: dict) -> set[str]:
-    out = {"labels"} | _attrs(o.get("attribute_columns"))
-    return out | ({"regions"} if o.get("box_point_columns") else set())
-
-
-def _image_mask_pairs(o: dict) -> set[str]:
-    out = {"regions", "masks"} | _attrs(o.get("attributes"))
-    if o.get("image_label", "if_regions") != "never":
-        out.add("labels")
-    if any(isinstance(f, dict) and f.get("boxes") for f in o.get("folders") or ()):
-        out.add("attribute:box_count")
-    return out
-
-
-def _txt_boxes(o: dict) -> set[str]:
-    out = {"regions", "labels", f"attribute:{o.get('count_attribute', 'box_count')}"}
-    out |= _attrs(o.get("attributes"))
-    return out | ({"masks"} if o.get("class_masks") else set())
-
-
-def _yolo_boxes(o: dict) -> set[str]:
-    out = {"labels"}
-    if o.get("labels_dir"):
-        out.add("regions")
-    return out | ({"masks", "regions"} if o.get("masks") else set())
-
-
-def _coco_json(o: dict) -> set[str]:
-    fields = o.get("region_list_fields") or {}
-    return (
-        {"regions", "labels"}
-        | _attrs(o.get("image_fields"))
-        | _attrs(fields)
-        | {f"region_attribute:{f}" for f in fields}
-    )
-
-
-def _frames(o: dict) -> set[str]:
-    out = {"attribute:phase"} if o.get("phase_table") else set()
-    if o.get("tool_table"):
-        out |= {"attribute:tool"} | ({"labels"} if o.get("tools_as_labels", True) else set())
-    return out
-
-
-LAYOUT_CAPABILITIES: dict[str, Callable[[dict], set[str]]] = {
-    "class_folders": _class_folders,
-    "label_table": _label_table,
-    "metadata_table": _metadata_table,
-    "image_mask_pairs": _image_mask_pairs,
-    "json_boxes": lambda o: {"regions", "labels", "attribute:box_count"},
-    "txt_boxes": _txt_boxes,
-    "yolo_boxes": _yolo_boxes,
-    "coco_json": _coco_json,
-    "frame_folders": _frames,
-    "video_tables": lambda o: _frames({"phase_table": True, **o}),
-    "instrument_label_folders": lambda o: {"regions", "masks", "labels"},
-    "colour_label_masks": lambda o: {"regions", "masks", "labels", "attribute:sequence"},
-}
-
-
-def source_capabilities(manifest: Any) -> set[str] | None:
-    """What a source's samples carry, or None when it cannot be told (unknown layout)."""
-    declared = getattr(manifest, "provides", None)
-    if declared:
-        return set(declared)
-    out: set[str] = set()
-    for part in manifest.parts:
-        infer = LAYOUT_CAPABILITIES.get(part.layout)
-        if infer is None:
-            return None
-        out |= infer(dict(part.options))
-    return out
+from ..errors import RecipeError
+from ..negatives import SAMPLERS
+from ..recipe import register_check
+from ..sources import get_source, manifest_capabilities
+from .base import TASKS
 
 
 def task_requirements(spec: Any) -> list[set[str]] | None:
     """The alternatives of capabilities that feed the task, or None if the generator is silent."""
-    from . import TASKS
-
     requirements = getattr(TASKS.get(spec.generator), "requirements", None)
     if requirements is None:
         return None
@@ -145,8 +58,8 @@ def check_task_sources(spec: Any, manifests: Mapping[str, Any]) -> str | None:
         manifest = manifests.get(sid)
         if manifest is None:
             continue
-        have = source_capabilities(manifest)
-        if have is None or any(a <= have for a in alternatives):
+        have = manifest_capabilities(manifest)
+        if any(a <= have for a in alternatives):
             feeders.append(sid)
         else:
             lacking[sid] = sorted(have)
@@ -165,3 +78,44 @@ def check_task_sources(spec: Any, manifests: Mapping[str, Any]) -> str | None:
             f"{', '.join(candidates)} provides it"
         )
     return None
+
+
+def tasks_losing_input(
+    tasks: list[Any], source: str, have_all: set[str], have: set[str]
+) -> list[str]:
+    """Names of the ``tasks`` that ``source`` could feed with every part present (capabilities
+    ``have_all``) but cannot with the parts found (``have``): what a partial download costs."""
+    out = []
+    for spec in tasks:
+        if spec.sources and source not in spec.sources:
+            continue
+        alternatives = task_requirements(spec)
+        if alternatives is None:
+            continue
+        if any(a <= have_all for a in alternatives) and not any(a <= have for a in alternatives):
+            out.append(spec.name)
+    return out
+
+
+@register_check
+def check_recipe_tasks(recipe: Any, where: str) -> None:
+    """Each task's generator and negative strategy exist, and its sources can feed it."""
+    manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
+    for i, t in enumerate(recipe.tasks):
+        for key, registry, value in (
+            ("generator", TASKS, t.generator),
+            ("negatives.strategy", SAMPLERS, t.negatives.strategy),
+        ):
+            if value not in registry:
+                raise RecipeError(
+                    f"tasks.{i}.{key}={value!r}: unknown {registry.kind}",
+                    where=where,
+                    fix="use one of: " + ", ".join(registry.names()),
+                )
+        reason = check_task_sources(t, manifests)
+        if reason:
+            raise RecipeError(
+                f"tasks.{i} ({t.name}): {reason}",
+                where=where,
+                fix="point the task at sources with that annotation (tasks[].sources)",
+            )

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import Item, Sample
-from .base import LETTERS, TASKS, Candidate, GenContext, TaskGenerator
+from ..vocab import LETTERS
+from .base import TASKS, Candidate, GenContext, TaskGenerator
 
 # SpineBench appendix Table 5, MeSH-style spelling (left/right merged, misspellings fixed)
 SPINEBENCH_DISEASES = (
@@ -50,6 +51,10 @@ class SpineDiagnosis(TaskGenerator):
         "Based on this image, which spinal condition does the patient have?",
         "Identify the spinal disease shown in this image.",
     )
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [{"labels"}]
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         allowed = set(self.params.get("labels", SPINEBENCH_LABELS))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..layouts.spine_levels import LEVELS_ATTRIBUTE, LUMBAR_LEVELS
 from ..records import Item, Negatives, Sample
-from .base import LETTERS, TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from ..vocab import LETTERS, LEVELS_ATTRIBUTE, LUMBAR_LEVELS
+from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 
 
 @TASKS.register("spine_localisation")
@@ -28,6 +28,10 @@ class SpineLocalisation(TaskGenerator):
         "Identify the disc levels where the spinal disease is present.",
     )
     instruction = "More than one option may be correct; answer with every correct letter."
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [{f"attribute:{LEVELS_ATTRIBUTE}"}]
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         out = []

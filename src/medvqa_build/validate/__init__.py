@@ -1,24 +1,31 @@
 """Independent checks of a build: every violation becomes a named problem in the report.
 
-``check_items`` is the quick per-item check the pipeline runs; ``run_rules`` runs every rule
-of :data:`RULES` (docs/curation.md), including build-wide ones (letter balance, split leaks).
+``run_rules`` runs every rule of :data:`RULES` (docs/curation.md), per item and build-wide
+(letter balance, split leaks, contamination); ``write_validation_report`` writes what it
+found. The validate stage and ``medvqa-build validate`` assemble the rules' inputs one way
+(:mod:`medvqa_build.stages.validate`).
 """
 
-from .checks import Problem, check_items, letter_histogram
-from .report import BuildView, open_build_view, validate_build, write_validation_report
-from .rules import RULE_IDS, RULES, Rule, normalise_text, run_rules
+from .report import write_validation_report
+from .rules import (
+    RULE_IDS,
+    RULES,
+    LetterTally,
+    Problem,
+    Rule,
+    letter_histogram,
+    normalise_text,
+    run_rules,
+)
 
 __all__ = [
     "RULES",
     "RULE_IDS",
-    "BuildView",
+    "LetterTally",
     "Problem",
     "Rule",
-    "check_items",
     "letter_histogram",
     "normalise_text",
-    "open_build_view",
     "run_rules",
-    "validate_build",
     "write_validation_report",
 ]

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..curate.phash import IMAGE_SUFFIXES, near_pairs, phash_bytes, sha256_bytes
 from ..errors import MedvqaError
 from ..records import Item
-from .checks import Problem
+from .rules import Problem
 
 DEFAULT_MAX_HAMMING = 4
 

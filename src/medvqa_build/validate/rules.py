@@ -9,27 +9,37 @@ the items.
 from __future__ import annotations
 
 import re
-import string
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ..geometry import BOX_CONVENTIONS, box_problem, iou
-from ..media.image import ImageProblem, check_image
-from ..memory import release_freed_memory
+from ..curate.splits import item_groups
+from ..errors import ImageProblem
+from ..geometry import box_problem, iou
+from ..media.image import check_image
 from ..ontology import Ontology
 from ..records import Item, Sample
-from ..tables import SampleTable, batched, sample_lookup
-from .checks import Problem
+from ..render import prompt_levels
+from ..store.memory import release_freed_memory
+from ..store.tables import SampleTable, batched, sample_lookup
+from ..vocab import COORD_FORMATS, IMAGE_SCHEMES, LETTERS, answer_letters
 from .summaries import IdLog, SplitTracker, duplicated
 
-LETTERS = string.ascii_uppercase
-PROMPT_LEVELS = ("image", "box", "contour", "mask", "point", "multi", "coord")
-IMAGE_SCHEMES = ("source://", "render://", "generated://")
+
+@dataclass(frozen=True)
+class Problem:
+    item_id: str
+    check: str
+    message: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
 MIN_REGION_IOU = 0.5
 _SLOT = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 _ANSWER = re.compile(r"^[A-Z](,[A-Z])*$")
@@ -145,10 +155,11 @@ def _schema(item: Item, ctx: RuleContext) -> list[str]:
             out.append("an option is empty")
         if not _ANSWER.match(item.answer or ""):
             out.append(f"answer {item.answer!r} is not a letter or comma-separated letters")
-    if item.prompt_level not in PROMPT_LEVELS:
-        out.append(f"prompt_level {item.prompt_level!r} is not one of {', '.join(PROMPT_LEVELS)}")
-    if item.coord_format is not None and item.coord_format not in BOX_CONVENTIONS:
-        out.append(f"coord_format {item.coord_format!r} is not one of {', '.join(BOX_CONVENTIONS)}")
+    levels = prompt_levels()
+    if item.prompt_level not in levels:
+        out.append(f"prompt_level {item.prompt_level!r} is not one of {', '.join(levels)}")
+    if item.coord_format is not None and item.coord_format not in COORD_FORMATS:
+        out.append(f"coord_format {item.coord_format!r} is not one of {', '.join(COORD_FORMATS)}")
     if not item.split:
         out.append("split is empty")
     return out
@@ -196,15 +207,11 @@ def _options_unique(item: Item, ctx: RuleContext) -> list[str]:
     return out
 
 
-def _answer_letters(answer: str) -> list[str]:
-    return [a.strip() for a in (answer or "").split(",") if a.strip()]
-
-
 def _answer_in_options(item: Item, ctx: RuleContext) -> list[str]:
     if _is_grounding(item):
         return []
     n = len(item.options)
-    letters = _answer_letters(item.answer)
+    letters = answer_letters(item.answer)
     if not letters or any(a not in LETTERS[:n] for a in letters):
         return [f"answer {item.answer!r} is not among the letters {LETTERS[:n]}"]
     if len(letters) != len(set(letters)):
@@ -230,7 +237,7 @@ def _related_to_truth(onto: Ontology, truth: str) -> set[str]:
 def _distractor_related(item: Item, ctx: RuleContext) -> list[str]:
     if _is_grounding(item):
         return []
-    truth_letters = set(_answer_letters(item.answer))
+    truth_letters = set(answer_letters(item.answer))
     onto = ctx.ontology(item.source)
     banned = _related_to_truth(onto, item.gt) - {normalise_text(item.gt)}
     classes = _synonym_classes(onto)
@@ -357,7 +364,7 @@ class _LetterBalance:
         self.tasks: dict[str, tuple[array, Counter[str], set[tuple[str, int]]]] = {}
 
     def add(self, item: Item, ctx: RuleContext) -> None:
-        if _is_grounding(item) or len(_answer_letters(item.answer)) != 1:
+        if _is_grounding(item) or len(answer_letters(item.answer)) != 1:
             return
         summary = self.tasks.get(item.task)
         if summary is None:
@@ -453,8 +460,6 @@ class _SplitLeak:
     leaks)."""
 
     def __init__(self, ctx: RuleContext):
-        from ..curate.splits import item_groups
-
         self.item_groups = item_groups
         self.member_of = {
             sid: n for n, members in enumerate(ctx.duplicate_groups) for sid in members
@@ -623,3 +628,25 @@ def run_rules(
     for rule in chosen:
         problems += collectors[rule.id].finish(ctx) if rule.id in collectors else found[rule.id]
     return problems
+
+
+class LetterTally:
+    """Per task, how often each letter is the answer, counted item by item."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, Counter] = defaultdict(Counter)
+
+    def add(self, item: Item) -> None:
+        for letter in answer_letters(item.answer):
+            self.counts[item.task][letter] += 1
+
+    def histogram(self) -> dict[str, dict[str, int]]:
+        return {task: dict(sorted(c.items())) for task, c in sorted(self.counts.items())}
+
+
+def letter_histogram(items: Iterable[Item]) -> dict[str, dict[str, int]]:
+    """Per task, how often each letter is the answer (one pass, counts only)."""
+    tally = LetterTally()
+    for item in items:
+        tally.add(item)
+    return tally.histogram()

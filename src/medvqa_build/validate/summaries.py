@@ -22,7 +22,7 @@ from array import array
 
 import numpy as np
 
-from ..packed import PackedStrings
+from ..store.packed import PackedStrings
 
 
 class IdLog(PackedStrings):

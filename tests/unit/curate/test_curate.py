@@ -321,7 +321,7 @@ def test_selection_holds_one_copy_of_a_labels_vectors(tmp_path):
     from medvqa_build.curate.facts import SampleFacts
     from medvqa_build.curate.select import select_rows
     from medvqa_build.curate.spec import SelectSpec
-    from medvqa_build.embed_stage import EmbeddingLookup
+    from medvqa_build.stages.embed import EmbeddingLookup
 
     n, dim = 6000, 128
     samples = [

@@ -21,23 +21,19 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from medvqa_build.errors import ImageProblem
 from medvqa_build.geometry import components_with_boxes, rle_encode
-from medvqa_build.layouts.base import (
+from medvqa_build.layouts.frame_folders import _FrameRows
+from medvqa_build.layouts.masks import component_regions
+from medvqa_build.media.image import _check_image_slow, check_image, plain_header_size
+from medvqa_build.records import MaskRef, Region
+from medvqa_build.store.paths import (
     contained_path,
     path_problem,
     sorted_files,
     walk_files,
     without_suffix,
 )
-from medvqa_build.layouts.frame_folders import _FrameRows
-from medvqa_build.layouts.masks import component_regions
-from medvqa_build.media.image import (
-    ImageProblem,
-    _check_image_slow,
-    _plain_header_size,
-    check_image,
-)
-from medvqa_build.records import MaskRef, Region
 
 # -- image headers ------------------------------------------------------------------------------
 
@@ -92,10 +88,10 @@ def test_plain_headers_are_parsed_without_pillow_and_agree_with_it():
     images = _images()
     for name in ("cv.jpg", "cv_progressive.jpg", "cv_restart.jpg", "cv.png", "pil.jpg"):
         with Image.open(io.BytesIO(images[name])) as im:
-            assert _plain_header_size(images[name]) == im.size, name
+            assert plain_header_size(images[name]) == im.size, name
     # what the parsers do not know is left to Pillow
     for name in ("pil_exif.jpg", "pil_icc.jpg", "pil.tif", "html.jpg"):
-        assert not isinstance(_plain_header_size(images[name]), tuple), name
+        assert not isinstance(plain_header_size(images[name]), tuple), name
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # Pillow on damaged EXIF/TIFF

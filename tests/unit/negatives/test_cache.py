@@ -1,6 +1,7 @@
 import numpy as np
 
-from medvqa_build.negatives import EmbeddingCache, embed_with_cache, file_sha256
+from medvqa_build.negatives import EmbeddingCache, embed_with_cache
+from medvqa_build.store.atomic import file_sha256
 
 
 class CountingEmbedder:

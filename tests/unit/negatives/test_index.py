@@ -92,7 +92,7 @@ def test_k_larger_than_candidates_pads_with_minus_one():
 
 
 def on_disk(x, tmp_path):
-    from medvqa_build.row_file import RowFile
+    from medvqa_build.store.row_file import RowFile
 
     f = RowFile(len(x), x.shape[1], np.float32, dir=tmp_path)
     f.write(0, x)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from medvqa_build.geometry import rle_encode
 from medvqa_build.records import MaskRef, Region
 from medvqa_build.render import COLORS, Mark, Style, render
-from medvqa_build.validate.alignment import check_alignment
+from medvqa_build.render.alignment import check_alignment
 
 
 def _rle(mask):

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from medvqa_build.geometry import rle_decode_box, rle_encode
-from medvqa_build.images import encode_image, source_ref
+from medvqa_build.media.encode import encode_image
+from medvqa_build.media.refs import source_ref
 from medvqa_build.recipe import RenderSpec
 from medvqa_build.records import DrawnShape, Item, MaskRef, Region
 from medvqa_build.render import COLORS, RENDERERS, Mark, RenderResult, Style, render
+from medvqa_build.render.alignment import check_alignment
 from medvqa_build.render.base import channel_colors
-from medvqa_build.render_stage import RenderJob, _load, _read_file, _write_atomic, render_one
-from medvqa_build.validate.alignment import check_alignment
+from medvqa_build.stages.render import RenderJob, _load, _read_file, render_one
 
 from .test_fast_paths import _faults, _random_masks, _ref_check, _rle_region
 
@@ -234,16 +235,6 @@ def test_render_one_writes_the_rgb_pipelines_bytes(tmp_path, level):
         written = tmp_path / "out" / done.item.images[0].removeprefix("render://")
         assert written.read_bytes() == data
     assert not list((tmp_path / "out").rglob(".*.tmp"))
-
-
-def test_write_atomic_makes_the_folder_and_replaces_files(tmp_path):
-    _write_atomic(tmp_path / "new", "images/a.jpg", b"one")
-    _write_atomic(tmp_path / "new", "images/a.jpg", np.frombuffer(b"two!", np.uint8))
-    assert (tmp_path / "new" / "images" / "a.jpg").read_bytes() == b"two!"
-    assert sorted(p.name for p in (tmp_path / "new" / "images").iterdir()) == ["a.jpg"]
-    (tmp_path / "file").write_bytes(b"")
-    with pytest.raises(OSError):
-        _write_atomic(tmp_path / "file", "images/a.jpg", b"x")
 
 
 def test_the_check_reads_a_moved_mask_from_the_shape(clean, disc, to_region):

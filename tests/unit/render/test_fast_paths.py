@@ -26,13 +26,12 @@ from medvqa_build.geometry import (
     rle_encode,
 )
 from medvqa_build.records import DrawnShape, MaskRef, Region, RLECounts
-from medvqa_build.render import COLORS, Mark, Style, render
+from medvqa_build.render import COLORS, Mark, Style, alignment, render
+from medvqa_build.render.alignment import check_alignment
 from medvqa_build.render.base import paint_plan
 from medvqa_build.render.mask import plan_mask_mark
 from medvqa_build.render.masks import load_region_crop, load_region_mask
 from medvqa_build.render.point import mark_point
-from medvqa_build.validate import alignment
-from medvqa_build.validate.alignment import check_alignment
 
 
 def _random_masks(seed: int, n: int, max_side: int = 48, salt: bool = True):

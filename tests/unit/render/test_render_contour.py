@@ -37,7 +37,7 @@ def test_outline_runs_through_border_pixel_centres_and_fills_back(clean, disc, t
     only), so ``cv2.fillPoly`` of it gives the component back, pixel for pixel."""
     import cv2
 
-    from medvqa_build.validate.alignment import check_alignment
+    from medvqa_build.render.alignment import check_alignment
 
     out = render("contour", clean, [Mark(to_region(disc), "green")], Style(thickness_px=2))
     (shape,) = out.shapes
@@ -59,7 +59,7 @@ def test_a_one_pixel_thin_part_is_outlined_on_the_crack_boundary(clean, make_dis
     the boundary between its pixels and the background (half-pixel vertices), and the
     drawing still passes the alignment check."""
     from medvqa_build.geometry import mask_to_contours
-    from medvqa_build.validate.alignment import check_alignment
+    from medvqa_build.render.alignment import check_alignment
 
     mask = make_disc(96, 128, 30, 30, 9)
     mask[70, 60:100] = True  # a separate component one pixel thin

@@ -33,7 +33,7 @@ def test_kvasir_labels_scenes_and_bad_file(tmp_path):
 
 def test_kvasir_capsule_labels_boxes_groups(tmp_path):
     result = load_source("kvasir-capsule", kvasir_capsule.write(tmp_path))
-    assert result.counts() == {"found": 5, "converted": 5, "quarantined": 0}
+    assert result.counts() == {"found": 6, "converted": 6, "quarantined": 0}
     s = _by_image(result)
     a, b = kvasir_capsule.VIDEO_A, kvasir_capsule.VIDEO_B
     angi = s[f"labelled_images/Angiectasia/{a}_2310.jpg"]
@@ -61,7 +61,7 @@ def test_kvasir_capsule_quarantine(tmp_path):
         fh.write("gone_9.jpg;ffff;9;Luminal;Polyp;;;;;;;\n")  # no such file
     result = load_source("kvasir-capsule", root)
     # the Erosion row of ffff_4 matches no file in an Erosion folder: reported as well
-    assert result.counts() == {"found": 11, "converted": 5, "quarantined": 6}
+    assert result.counts() == {"found": 12, "converted": 6, "quarantined": 6}
     assert _reasons(result) == {
         "labelled_images/Polyp/ffff_1.jpg": "image in folder 'Polyp' is listed in metadata.csv "
         "not at all",
@@ -71,9 +71,9 @@ def test_kvasir_capsule_quarantine(tmp_path):
         "['10', '10', '', '', '', '', '', ''] in metadata.csv",
         "labelled_images/Erythema/ffff_4.jpg": "image in folder 'Erythema' is listed in "
         "metadata.csv only as ['Erosion']",
-        "labelled_images/ffff_4.jpg": "listed in metadata.csv (row 10, finding_class 'Erosion') "
+        "labelled_images/ffff_4.jpg": "listed in metadata.csv (row 11, finding_class 'Erosion') "
         "but no such file under 'labelled_images'",
-        "labelled_images/gone_9.jpg": "listed in metadata.csv (row 11, finding_class 'Polyp') "
+        "labelled_images/gone_9.jpg": "listed in metadata.csv (row 12, finding_class 'Polyp') "
         "but no such file under 'labelled_images'",
     }
 
@@ -90,7 +90,7 @@ def test_kvasir_capsule_wrong_separator_names_columns(tmp_path):
 def test_gastrovision_joins_by_class_and_name(tmp_path):
     root = gastrovision.write(tmp_path)
     result = load_source("gastrovision", root)
-    assert result.counts() == {"found": 6, "converted": 6, "quarantined": 0}
+    assert result.counts() == {"found": 7, "converted": 7, "quarantined": 0}
     s = _by_image(result)
     polyp, stomach = (
         s["Gastrovision/Colon polyps/100H0004.jpg"],

@@ -70,9 +70,9 @@ def test_endovis18_one_region_per_class_component(tmp_path):
 
 def test_endovis18_colour_table_found_above_the_sequence(tmp_path):
     root = endovis18.write(tmp_path)
-    shutil.move(root / SEQ1 / "labels.json", root / "miccai_challenge_2018_release_1")
-    result = load_source("endovis18", root / "miccai_challenge_2018_release_1")
-    assert not result.quarantined and len(result.samples) == 2
+    shutil.move(root / "miccai_challenge_2018_release_1" / "labels.json", root)
+    result = load_source("endovis18", root)
+    assert not result.quarantined and len(result.samples) == 3
 
 
 def test_endovis18_quarantine_reasons(tmp_path):
@@ -109,13 +109,14 @@ def test_endovis18_quarantine_reasons(tmp_path):
 
 
 def test_endovis18_layout_errors_name_what_is_missing(tmp_path):
-    with pytest.raises(SourceError, match=r"expected sequence folders matching '\^seq_"):
+    with pytest.raises(SourceError, match=r"found none of its parts .*<folder matching \^seq_"):
         load_source("endovis18", tmp_path)
     root = endovis18.write(tmp_path / "data")
-    (root / SEQ1 / "labels.json").unlink()
+    (root / "miccai_challenge_2018_release_1" / "labels.json").unlink()
     with pytest.raises(SourceError, match="expected the colour table 'labels.json'"):
         load_source("endovis18", root)
-    (root / SEQ1 / "labels.json").write_text(json.dumps([{"name": "thread", "colour": [1, 2, 3]}]))
+    bad = json.dumps([{"name": "thread", "colour": [1, 2, 3]}])
+    (root / "miccai_challenge_2018_release_1" / "labels.json").write_text(bad)
     with pytest.raises(SourceError, match="colour table is not a list of"):
         load_source("endovis18", root)
 
@@ -128,12 +129,14 @@ def test_endovis17_one_region_per_instrument_mask(tmp_path):
     result = load_source("endovis17", root)
     assert not result.quarantined
     by_id = {s.sample_id: s for s in result.samples}
+    # keyed by the sequence folder's name: the same ids however the archives were unpacked
     assert sorted(by_id) == [
-        f"endovis17:{DS1}/frame000",
-        f"endovis17:{DS1}/frame001",
-        f"endovis17:{DS6}/frame000",
+        "endovis17:instrument_dataset_1/frame000",
+        "endovis17:instrument_dataset_1/frame001",
+        "endovis17:instrument_dataset_6/frame000",
+        "endovis17:instrument_dataset_7/frame000",
     ]
-    s = by_id[f"endovis17:{DS1}/frame000"]
+    s = by_id["endovis17:instrument_dataset_1/frame000"]
     assert (s.image, s.frame, s.width, s.height) == (f"{DS1}/left_frames/frame000.png", 0, 192, 108)
     assert s.group_id == "instrument_dataset_1"
     assert s.labels == ("bipolar forceps", "prograsp forceps")
@@ -146,10 +149,13 @@ def test_endovis17_one_region_per_instrument_mask(tmp_path):
     assert (second.label, second.bbox) == ("bipolar forceps", (130.0, 58.0, 192.0, 72.0))
     assert s.attributes["region1.source_label"] == "Maryland_Bipolar_Forceps"
     # empty masks (instrument out of view) give no region; Other has no documented parts
-    later = by_id[f"endovis17:{DS1}/frame001"]
+    later = by_id["endovis17:instrument_dataset_1/frame001"]
     assert later.labels == ("other instrument", "prograsp forceps")
     assert later.attributes["region1.parts"] == ""
-    assert by_id[f"endovis17:{DS6}/frame000"].labels == ("bipolar forceps", "grasping retractor")
+    assert by_id["endovis17:instrument_dataset_6/frame000"].labels == (
+        "large needle driver",
+        "prograsp forceps",
+    )
 
 
 def test_endovis17_quarantine_reasons(tmp_path):
@@ -162,7 +168,8 @@ def test_endovis17_quarantine_reasons(tmp_path):
     test_seq = root / "test" / "instrument_dataset_9" / "left_frames"
     write_png(test_seq / "frame000.png", np.zeros((108, 192, 3), dtype=np.uint8))
     result = load_source("endovis17", root)
-    assert result.samples == [] and result.found == 4
+    assert [s.sample_id for s in result.samples] == ["endovis17:instrument_dataset_7/frame000"]
+    assert result.found == 5
     assert _reasons(result) == sorted(
         [
             (
@@ -186,9 +193,14 @@ def test_endovis17_quarantine_reasons(tmp_path):
 
 
 def test_endovis17_layout_errors_name_what_is_missing(tmp_path):
-    with pytest.raises(SourceError, match=r"expected sequence folders matching '\^instrument_"):
+    with pytest.raises(
+        SourceError, match=r"found none of its parts .*<folder matching \^instrument_"
+    ):
         load_source("endovis17", tmp_path)
     root = endovis17.write(tmp_path / "data")
-    (root / DS6 / "ground_truth" / "Vessel_Sealer").mkdir()
-    with pytest.raises(SourceError, match="label folder 'Vessel_Sealer' does not match"):
-        load_source("endovis17", root)
+    (root / DS6 / "ground_truth" / "Vessel_Sealer").mkdir()  # no _labels suffix: still read
+    reasons = _reasons(load_source("endovis17", root))
+    assert (
+        f"{DS6}/left_frames/frame000.png",
+        f"mask {DS6}/ground_truth/Vessel_Sealer/frame000.png is missing",
+    ) in reasons

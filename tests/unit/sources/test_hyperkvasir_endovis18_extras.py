@@ -7,7 +7,7 @@ import pytest
 from medvqa_build.api import load_source
 from medvqa_build.errors import SourceError
 from medvqa_build.sources import get_source
-from medvqa_build.tasks.requirements import source_capabilities
+from medvqa_build.sources import manifest_capabilities as source_capabilities
 
 from ...fixtures.sources import endovis18, hyperkvasir
 

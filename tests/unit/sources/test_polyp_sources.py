@@ -63,9 +63,15 @@ def test_kvasir_seg_regions_boxes_and_quarantine(tmp_path):
 
 def test_kvasir_seg_accepts_parent_folder_and_names_the_layout(tmp_path):
     kvasir_seg.write(tmp_path)
-    assert len(load_source("kvasir-seg", tmp_path).samples) == 3  # parent of Kvasir-SEG/
-    with pytest.raises(SourceError, match=r"image and mask folders 'images' \+ 'masks'"):
-        load_source("kvasir-seg", tmp_path / "Kvasir-SEG" / "images")
+    ids = [
+        s.sample_id for s in load_source("kvasir-seg", tmp_path).samples
+    ]  # parent of Kvasir-SEG/
+    assert len(ids) == 3
+    # ROOT pointed inside the dataset (its images/ folder): the root is found above it
+    inside = load_source("kvasir-seg", tmp_path / "Kvasir-SEG" / "images")
+    assert [s.sample_id for s in inside.samples] == ids
+    with pytest.raises(SourceError, match=r"found none of its parts \(polyps: .*images/, .*masks/"):
+        load_source("kvasir-seg", (tmp_path / "elsewhere").mkdir() or tmp_path / "elsewhere")
 
 
 def test_cvc_clinicdb_groups_are_sequences(tmp_path):
@@ -101,7 +107,9 @@ def test_pranet_bundle_root_is_read_for_all_four(tmp_path):
     assert counts == {"cvc-colondb": 3, "cvc-300": 2, "cvc-clinicdb": 1, "etis-larib": 1}
     colon = load_source("cvc-colondb", bundle)
     assert [len(s.regions) for s in colon.samples] == [1, 2, 1]
-    assert colon.samples[0].group_id == "CVC-ColonDB/images/1"
+    # the root is the set's own folder whichever folder above it was passed: the same ids
+    assert colon.samples[0].group_id == "images/1"
+    assert colon.root == bundle / "CVC-ColonDB"
 
 
 def test_etis_masks_are_p_prefixed_and_missing_ones_quarantined(tmp_path):
@@ -143,7 +151,8 @@ def test_edd2020_boxes_class_masks_and_quarantine(tmp_path):
     result = load_source("edd2020", root)
     assert result.counts() == {"found": 7, "converted": 3, "quarantined": 4}
     assert {k.split("/")[1]: v for k, v in _quarantined(result).items()} == {
-        "EDD2020_ACB0009.jpg": "box [40.0, 30.0, 70.0, 40.0] lies outside the 64x48 image",
+        # VOC line "40 30 70 40" (1-based, max inclusive) is the pixel-edge box [39, 29, 70, 40]
+        "EDD2020_ACB0009.jpg": "box [39.0, 29.0, 70.0, 40.0] lies outside the 64x48 image",
         "EDD2020_ACB0010.jpg": "mask EDD2020_ACB0010_BE.tif is 32x32, image is 64x48",
         "EDD2020_ACB0011.jpg": "box file bbox/EDD2020_ACB0011.txt is missing",
         "EDD2020_ACB0012.jpg": "label 'Barretts' is not in the manifest's label_map",

@@ -31,7 +31,7 @@ def test_names_become_modality_slice_and_structures(tmp_path):
 
 
 def test_bad_slices_are_quarantined(tmp_path):
-    root = corpus.write(tmp_path)
+    root = corpus.write(tmp_path) / corpus.FOLDER
     stem = "ct_00--AbdomenCT1K--Case_00011--x_0040"
     write_png(root / "masks" / f"{stem}--0009_000.png", np.full(corpus.SIZE_HW, 255, np.uint8))
     write_png(root / "images" / "pet_00--X--c1--z_0001.png", np.zeros((8, 8), np.uint8))
@@ -41,19 +41,22 @@ def test_bad_slices_are_quarantined(tmp_path):
     write_png(root / "images" / "notes.png", np.zeros((8, 8), np.uint8))
     result = load_source("sa-med2d-20m", root)
     reasons = {q.file: q.reason for q in result.quarantined}
-    assert result.found == 7 and len(result.samples) == 2
+    assert result.found == 8 and len(result.samples) == 4
     assert "class 9" in reasons[f"images/{stem}.png"]
     assert "no mask file" in reasons["images/pet_00--X--c1--z_0001.png"]
     assert (
         "'oct_00' is not in the manifest's modality_map"
         in reasons["images/oct_00--X--c1--z_0001.png"]
     )
-    assert "is 4x4, image is 48x40" in reasons[f"images/{small}.png"]
+    # a mask of another size is left out and counted; the slice keeps its other masks
+    kept = next(x for x in result.samples if x.image == f"images/{small}.png")
+    assert kept.labels == ("enhancing tumor",)
+    assert result.counts_detail["labels_missing"] == {"mask (size differs from its image)": 1}
     assert "does not match" in reasons["images/notes.png"]
 
 
 def test_missing_masks_folder_names_the_layout(tmp_path):
-    root = corpus.write(tmp_path)
+    root = corpus.write(tmp_path) / corpus.FOLDER
     (root / "masks").rename(root / "labels")
     with pytest.raises(SourceError, match="masks"):
         load_source("sa-med2d-20m", root)

@@ -59,6 +59,49 @@ def test_rsna_lumbar_quarantine(tmp_path):
     assert "no row in train.csv" in reasons["train_images/5550001/1/1.dcm"]
 
 
+@pytest.mark.parametrize("marker", ["", "NaN"])
+def test_rsna_lumbar_ungraded_cells_drop_that_label_only(tmp_path, marker):
+    """train.csv leaves a cell empty where a level was not graded: the slice keeps its other
+    labels, the empty one is counted, nothing is quarantined."""
+    root = rsna_lumbar.write(tmp_path)
+    table = root / "train.csv"
+    header, *rows = table.read_text().splitlines()
+    columns = header.split(",")
+    blank = {"spinal_canal_stenosis_l5_s1", "left_subarticular_stenosis_l1_l2"}
+    for k, row in enumerate(rows):
+        cells = row.split(",")
+        if cells[0] == "4003253":
+            cells = [marker if c in blank else v for c, v in zip(columns, cells, strict=True)]
+        rows[k] = ",".join(cells)
+    table.write_text("\n".join([header, *rows]) + "\n")
+    result = load_source("rsna-lumbar", root)
+    assert result.counts() == {"found": 4, "converted": 4, "quarantined": 0}
+    assert result.counts_detail["labels_missing"] == {
+        "left_subarticular_stenosis_l1_l2": 1,
+        "spinal_canal_stenosis_l5_s1": 1,
+    }
+    assert result.counts_detail["samples_missing_labels"] == 2
+    s = _by_image(result)
+    sag = s["train_images/4003253/702807833/8.dcm"]  # L4/L5 Severe kept, L5/S1 left out
+    assert sag.labels == ("Spinal canal stenosis",)
+    assert [r.level for r in sag.regions] == ["L4/L5"]
+    assert sag.attributes["lesion_levels"] == "L4/L5"
+    assert "severity: Spinal Canal Stenosis L5/S1" not in sag.attributes
+    # the axial slice's only condition was not graded: no label, and not "Healthy"
+    axial = s["train_images/4003253/2448190387/3.dcm"]
+    assert axial.labels == () and axial.regions == ()
+
+
+def test_rsna_lumbar_unknown_grade_is_quarantined(tmp_path):
+    """A grade the competition does not use is contradictory, not missing."""
+    root = rsna_lumbar.write(tmp_path)
+    table = root / "train.csv"
+    table.write_text(table.read_text().replace("Severe", "Very bad", 1))
+    result = load_source("rsna-lumbar", root)
+    reasons = {q.file: q.reason for q in result.quarantined}
+    assert "is 'Very bad', not one of" in reasons["train_images/4003253/702807833/8.dcm"]
+
+
 def test_rsna_lumbar_missing_table_names_it(tmp_path):
     root = rsna_lumbar.write(tmp_path)
     (root / "train_series_descriptions.csv").unlink()
@@ -125,7 +168,7 @@ def test_csxa_quarantine(tmp_path):
             ["Number", csxa.CURVATURE_COLUMN],
             [1, "1"],
             [3, "9"],  # a code the manifest does not know
-            [4, ""],  # no grade
+            [4, ""],  # no grade: kept without a class (issue 23), not quarantined
             [5, "5"],
             [5, "1"],  # the same case twice with another grade
         ],
@@ -143,16 +186,16 @@ def test_csxa_quarantine(tmp_path):
     assert reasons == {
         "datasets-PNG/0002148.png": "annotation datasets-JSON/0002148.json is missing",
         "datasets-PNG/0003052.png": "label '9' is not in the manifest's label_map",
-        "datasets-PNG/0004161.png": (
-            "datasets.xlsx has no 'Curvature: 1.Lordotic, 2.Straight, 3.Sigmoid1, 4.Sigmoid2, "
-            "5.Kyphotic' for '4'"
-        ),
         "datasets-PNG/0005029.png": "datasets.xlsx gives '5' conflicting labels",
         "datasets-PNG/0006000.png": "datasets-JSON/0006000.json says 65x96, the image is 64x96",
         "datasets-JSON/0007000.json": "annotation without an image 0007000.png",
         "datasets-PNG/0008000.png": "no row for '8' in datasets.xlsx",
     }
-    assert [s.image for s in result.samples] == ["datasets-PNG/0001035.png"]
+    assert [s.image for s in result.samples] == [
+        "datasets-PNG/0001035.png",
+        "datasets-PNG/0004161.png",
+    ]
+    assert result.samples[1].labels == () and len(result.samples[1].regions) == 23
 
 
 def test_csxa_table_problems_name_the_workbook(tmp_path):

@@ -54,10 +54,13 @@ def test_sun_quarantines_unlisted_unknown_and_maskless_frames(tmp_path):
     table.write_text(table.read_text() + rows)
     result = load_source("sun", root)
     assert _quarantined(result) == {
-        "TrainDataset/Frame/case5_1/a.jpg": "image not listed in TrainDataset/Classification/classification.txt",  # noqa: E501
         "TrainDataset/Frame/case5_1/b.jpg": "label 'non_polyp' is not in the manifest's label_map",
         "TrainDataset/Frame/case5_1/c.jpg": "mask TrainDataset/GT/case5_1/c.png is missing",
     }
+    # a frame the table does not list keeps its mask; its pathology is counted as left out
+    unlisted = next(s for s in result.samples if s.image == "TrainDataset/Frame/case5_1/a.jpg")
+    assert unlisted.labels == () and [r.label for r in unlisted.regions] == ["polyp"]
+    assert result.counts_detail["labels_missing"] == {"pathology": 1}
 
 
 def test_sun_stem_keys_and_missing_table(tmp_path):
@@ -67,8 +70,10 @@ def test_sun_stem_keys_and_missing_table(tmp_path):
     table.write_text(table.read_text().replace(".jpg\t", "\t"))
     assert not load_source("sun", root).quarantined
     table.unlink()
-    with pytest.raises(SourceError, match="image label table 'TrainDataset/Classification/"):
-        load_source("sun", root)
+    # no table: the frames are kept with their masks, every pathology counted as left out
+    result = load_source("sun", root)
+    assert result.counts() == {"found": 7, "converted": 7, "quarantined": 0}
+    assert result.counts_detail["labels_missing"] == {"pathology": 3}
 
 
 def test_sun_bad_table_line_is_named(tmp_path):

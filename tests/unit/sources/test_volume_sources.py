@@ -24,7 +24,7 @@ def test_msd_slices_regions_groups(tmp_path):
 
 
 def test_msd_bad_cases_are_quarantined(tmp_path):
-    root = msd.write(tmp_path)
+    root = msd.write(tmp_path) / msd.TASK
     meta = json.loads((root / "dataset.json").read_text())
     lab = np.zeros(msd.SHAPE, np.uint8)
     write_nifti(root / "imagesTr" / "liver_7.nii.gz", np.zeros(msd.SHAPE, np.int16), LPS_AFFINE)

@@ -3,10 +3,10 @@ PSI-AVA-style phase/step/actions, and a generate run over given samples."""
 
 import pytest
 
-from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
 from medvqa_build.records import Region, Sample
 from medvqa_build.sources import get_source
+from medvqa_build.stages.generate import generate_items
 
 SPATIAL = "Spatial Localization and Region Understanding"
 SURGERY = "Surgical Workflow and Operation Analysis"

@@ -2,7 +2,7 @@
 
 import math
 
-from medvqa_build.baselines import (
+from medvqa_build.eval.baselines import (
     ENDOBENCH_RANDOM,
     ENDOBENCH_TASK_ITEMS,
     baseline_rows,

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from medvqa_build.api import load_source
-from medvqa_build.generate import generate_items
 from medvqa_build.geometry import format_box, mask_to_xyxy
 from medvqa_build.media.volume import load_label_slice
 from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
+from medvqa_build.stages.generate import generate_items
 from medvqa_build.tasks.medsg_common import ORDINALS, find_region, region_mask, resize_mask
 from medvqa_build.tasks.medsg_diff import changed_mask, check_local_change, shifted_change, warp
 

@@ -5,10 +5,10 @@ by MRI (ACDC) and ultrasound (CAMUS); every answer box is checked against its ma
 import pytest
 
 from medvqa_build.api import load_source
-from medvqa_build.generate import generate_items
 from medvqa_build.geometry import mask_to_xyxy
 from medvqa_build.recipe import Recipe
 from medvqa_build.sources import get_source
+from medvqa_build.stages.generate import generate_items
 from medvqa_build.tasks.medsg_common import ORDINALS, find_region, region_mask, resize_mask
 
 from ...fixtures.sources import abdomenct_1k, acdc, camus

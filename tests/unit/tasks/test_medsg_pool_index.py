@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from medvqa_build.records import Region, Sample, SliceRef
-from medvqa_build.sample_spill import SampleSpill
+from medvqa_build.store.sample_spill import SampleSpill
 from medvqa_build.tasks.base import ItemProblem
 from medvqa_build.tasks.medsg_common import find_region
 from medvqa_build.tasks.medsg_refer import Crossmodal, Referring

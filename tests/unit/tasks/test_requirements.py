@@ -2,7 +2,8 @@
 
 from medvqa_build.recipe import TaskSpec
 from medvqa_build.sources import get_source
-from medvqa_build.tasks.requirements import check_task_sources, source_capabilities
+from medvqa_build.sources import manifest_capabilities as source_capabilities
+from medvqa_build.tasks.requirements import check_task_sources
 
 from .conftest import ANATOMY, SPATIAL, SURGERY
 

@@ -6,14 +6,14 @@ back from the pool by row number) and object tracking, planned one sequence at a
 
 import pytest
 
-from medvqa_build import generate
 from medvqa_build.api import load_source
-from medvqa_build.generate import generate_items
 from medvqa_build.recipe import Recipe
-from medvqa_build.sample_spill import SampleSpill
-from medvqa_build.schema import write_samples
 from medvqa_build.sources import get_source
-from medvqa_build.tables import SampleTable
+from medvqa_build.stages import generate
+from medvqa_build.stages.generate import generate_items
+from medvqa_build.store.parquet import write_samples
+from medvqa_build.store.sample_spill import SampleSpill
+from medvqa_build.store.tables import SampleTable
 from medvqa_build.tasks.medsg_crops import Concept, Patch
 from medvqa_build.tasks.medsg_diff import NonRegisteredDiff, RegisteredDiff
 from medvqa_build.tasks.medsg_refer import Crossmodal, Referring

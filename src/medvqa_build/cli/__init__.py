@@ -1,0 +1,48 @@
+"""``medvqa-build``: thin commands over :mod:`medvqa_build.api`, one module per group
+(:mod:`.build`, :mod:`.publish`, :mod:`.review`), each registering its own parsers.
+
+User mistakes print one line (what, where, how to fix) and exit 2; validation failures exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import MedvqaError
+from . import build, publish, review
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="medvqa-build",
+        description="Build validated, reproducible medical VQA benchmarks from raw public "
+        "datasets.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log stage decisions")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    build.register(sub)
+    publish.register(sub)
+    review.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
+    )
+    try:
+        return int(args.func(args) or 0)
+    except MedvqaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted; finished stages are kept and reused on the next run", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

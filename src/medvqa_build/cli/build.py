@@ -1,0 +1,348 @@
+"""Commands that read sources and build: ``sources``, ``convert``, ``inspect``,
+``make-synthetic`` and ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..api import (
+    build,
+    convert_source,
+    inspect_source,
+    list_sources,
+    load_recipe,
+    make_synthetic,
+    quarantine_of,
+    resolve_source,
+)
+from ..errors import RecipeError
+
+
+def _scenes(m) -> list[str]:
+    found = {m.scene} | {p.scene for p in m.parts} | set(m.scene_map.values())
+    return sorted(x for x in found if x)
+
+
+def _cmd_sources(args) -> int:
+    rows = []
+    for s in list_sources():
+        m = s.manifest
+        rows.append(
+            {
+                "id": m.id,
+                "title": m.title,
+                "modality": m.modality,
+                "scenes": _scenes(m),
+                "layouts": list(dict.fromkeys(p.layout for p in m.parts)),
+                "licence": m.licence,
+                "access": m.access,
+                "homepage": m.homepage,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    header = ("id", "scene", "modality", "access", "licence", "layouts")
+    table = [header] + [
+        (
+            r["id"],
+            ", ".join(r["scenes"]) or "-",
+            r["modality"],
+            r["access"],
+            r["licence"][:40],
+            ",".join(r["layouts"]),
+        )
+        for r in rows
+    ]
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    for row in table:
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def parts_summary(counts: dict) -> str:
+    """``parts found: a (12), b (3); missing: c (loses regions, masks)`` of a counts dict."""
+    found = ", ".join(f"{k} ({v['found']})" for k, v in counts.get("parts", {}).items())
+    text = f"parts found: {found or '-'}"
+    missing = counts.get("parts_missing", {})
+    if missing:
+        lost = counts.get("loses") or []
+        cost = f"; loses {', '.join(lost)}" if lost else ""
+        text += f"; missing: {', '.join(missing)}{cost}"
+    return text
+
+
+def labels_missing_summary(counts: dict) -> str | None:
+    """One line on labels the tables left empty, or None when there were none."""
+    missing = counts.get("labels_missing") or {}
+    if not missing:
+        return None
+    top = sorted(missing.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k}: {v}" for k, v in top[:5]) + (", ..." if len(top) > 5 else "")
+    return (
+        f"labels left out (empty or not assessed): {sum(missing.values())} in "
+        f"{counts.get('samples_missing_labels', 0)} kept sample(s) ({shown})"
+    )
+
+
+def _cmd_convert(args) -> int:
+    out = Path(args.output)
+    print(resolve_source(args.source, args.root).line())
+    counts = convert_source(
+        args.source,
+        args.root,
+        out,
+        verify=args.verify,
+        progress=not args.quiet,
+        workers=args.workers,
+    )
+    print(
+        f"{args.source}: found {counts['found']}, converted {counts['converted']}, "
+        f"quarantined {counts['quarantined']}; {parts_summary(counts)} -> {out}"
+    )
+    if line := labels_missing_summary(counts):
+        print(line)
+    if counts["quarantined"]:
+        path, entries = quarantine_of(out)
+        print(f"quarantine report: {path}")
+        for e in entries[:5]:
+            print(f"  {e.file}: {e.reason}")
+    return 0
+
+
+def _cmd_inspect(args) -> int:
+    report = inspect_source(args.source, args.root, limit=args.limit, verify=args.verify)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
+def _cmd_make_synthetic(args) -> int:
+    root = make_synthetic(
+        args.source,
+        args.root,
+        n_images=args.images,
+        n_videos=args.videos,
+        frames_per_video=args.frames,
+        n_corrupt=args.corrupt,
+        seed=args.seed,
+    )
+    print(f"wrote {args.source} to {root}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    recipe = load_recipe(args.recipe, args.set)
+    out = Path(args.output or f"build/{recipe.name}")
+    _print_roots(recipe)
+    result = build(
+        recipe,
+        out,
+        progress=not args.quiet,
+        force_export=args.force,
+        allow_missing=args.allow_missing,
+        workers=args.workers,
+        executor=args.executor,
+        executor_options={"address": args.ray_address} if args.ray_address else None,
+    )
+    for st in result.stages:
+        state = "reused" if st.reused else "built"
+        print(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
+    r = result.report
+    for sid, c in r["sources"].items():
+        print(
+            f"{sid}: found {c['found']}, converted {c['converted']}, quarantined "
+            f"{c['quarantined']}; {parts_summary(c)}"
+        )
+        if c.get("tasks_losing_input"):
+            print(f"  tasks losing {sid}'s input: {', '.join(c['tasks_losing_input'])}")
+        if line := labels_missing_summary(c):
+            print(f"  {line}")
+    if r.get("missing_sources"):
+        print("missing sources: " + "; ".join(r["missing_sources"]))
+    if r.get("shortfall"):
+        print("quota shortfall: " + ", ".join(f"{k}: {v}" for k, v in r["shortfall"].items()))
+    print(
+        f"items: {r['items']} ({', '.join(f'{k}: {v}' for k, v in r['items_per_task'].items())}); "
+        f"dropped {r['dropped']}; validation problems {r['validation']['problems']}"
+    )
+    reused = sum(s.reused for s in result.stages)
+    print(
+        f"stages reused: {reused}/{len(result.stages)}"
+        + (" (nothing rebuilt)" if result.reused_all else "")
+    )
+    print(
+        f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; "
+        f"report: {out / 'report.md'}"
+    )
+    stale = result.unused_stage_folders()
+    if stale:
+        print(
+            f"{len(stale)} stage folder(s) from earlier runs are not used by this build "
+            f"(a cache): `medvqa-build clean {out}` deletes them, --dry-run lists them"
+        )
+    return 0
+
+
+def _print_roots(recipe) -> None:
+    """The root resolution line of each source with a root, before anything converts (a
+    missing or unset root is left to the build, which names every missing source at once)."""
+    for spec in recipe.sources:
+        try:
+            root = recipe.resolved_root(spec)
+        except RecipeError:
+            continue
+        if root is None or not root.is_dir():
+            continue
+        print(resolve_source(spec.id, root).line())
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add these commands to the main parser's subcommands, in the order ``--help`` lists."""
+    _add_sources(sub)
+    _add_convert(sub)
+    _add_inspect(sub)
+    _add_make_synthetic(sub)
+    _add_run(sub)
+
+
+def _add_sources(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sources",
+        help="list sources, layouts, licences and access terms",
+        description="List every registered source (manifests/ and MEDVQA_MANIFESTS).",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_cmd_sources)
+
+
+def _add_convert(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "convert",
+        help="one source root -> sample table + quarantine report",
+        description="Scan a dataset as its owners distribute it and write the sample "
+        "table (Parquet), <out>.quarantine.json and <out>.counts.json.",
+    )
+    p.add_argument("source", metavar="SOURCE", help="source id (see `medvqa-build sources`)")
+    p.add_argument(
+        "root",
+        metavar="ROOT",
+        help="the unpacked download: the folder an archive made, the folder holding it, or a "
+        "download folder above that",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        default="samples.parquet",
+        help="output Parquet (default: samples.parquet)",
+    )
+    p.add_argument(
+        "--verify",
+        choices=("header", "decode"),
+        default="header",
+        help="header: read headers and end markers (fast); decode: decode every image",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="processes sharing the per-file work (same output as 1)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_convert)
+
+
+def _add_inspect(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="look at a download before converting it: root, parts, labels, problems",
+        description="Resolve ROOT as convert would, name the parts found and missing (and "
+        "what a missing part costs), count each part's files and read the first --limit of "
+        "them (headers only, no pixels decoded): label tables and their columns, labels and "
+        "attributes seen, labels left empty, the first problems. Ends with the convert "
+        "command to run. Writes nothing.",
+    )
+    p.add_argument("source", metavar="SOURCE", help="source id (see `medvqa-build sources`)")
+    p.add_argument("root", metavar="ROOT", help="folder of the download (see convert)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=200,
+        metavar="N",
+        help="read at most N candidates per part (default 200)",
+    )
+    p.add_argument(
+        "--verify",
+        choices=("header", "decode"),
+        default="header",
+        help="header: read headers and end markers (default); decode: decode the N read",
+    )
+    p.add_argument("--json", action="store_true", help="print the same facts as JSON")
+    p.set_defaults(func=_cmd_inspect)
+
+
+def _add_make_synthetic(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "make-synthetic",
+        help="write a generated source (synthetic-endo) to a folder",
+        description="Write the built-in synthetic dataset in its on-disk layout.",
+    )
+    p.add_argument("root", metavar="ROOT", help="folder to write")
+    p.add_argument("--source", default="synthetic-endo", help="generated source id")
+    p.add_argument("--images", type=int, default=120, help="still images (default 120)")
+    p.add_argument("--videos", type=int, default=2, help="surgical videos (default 2)")
+    p.add_argument("--frames", type=int, default=24, help="frames per video (default 24)")
+    p.add_argument("--corrupt", type=int, default=0, help="truncate this many images (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.set_defaults(func=_cmd_make_synthetic)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a recipe: convert, generate, render, validate, export",
+        description="Run the whole pipeline of a recipe; finished stages are reused.",
+    )
+    p.add_argument("recipe", metavar="RECIPE", help="recipe YAML")
+    p.add_argument("-o", "--output", help="build directory (default: build/<recipe name>)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a recipe key, e.g. --set seed=3 --set tasks.0.quota=10",
+    )
+    p.add_argument("--force", action="store_true", help="export even if validation fails")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parallel tasks for convert and render (same output as 1); default 1 locally, "
+        "every CPU of the cluster with --executor ray",
+    )
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where convert shards, render chunks and embedding run: local processes "
+        "(default) or a Ray cluster (needs the [ray] extra; see docs/cluster.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="Ray cluster to join with --executor ray (e.g. auto, ray://head:10001); "
+        "default: start Ray locally",
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="build from the sources present; report the missing ones and the shortfall",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_run)

@@ -1,0 +1,141 @@
+"""Commands over a finished build: ``validate``, ``clean``, ``export`` and ``push``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..api import clean_build, export_build, push_build, validate_build
+from ..export import EXPORTERS
+
+
+def _cmd_validate(args) -> int:
+    report_dir = Path(args.dir) / "validation"
+    result = validate_build(args.dir, report_dir=report_dir)
+    for p in result.problems[:50]:
+        print(f"{p.item_id}: [{p.check}] {p.message}")
+    print(
+        f"{result.items_checked} items checked, {len(result.problems)} problem(s); "
+        f"report: {report_dir}"
+    )
+    return 1 if result.problems else 0
+
+
+def _cmd_clean(args) -> int:
+    stale = clean_build(args.dir, dry_run=args.dry_run)
+    for s in stale:
+        print(f"  {s.path.relative_to(Path(args.dir).resolve())}  {s.bytes / 2**20:,.1f} MiB")
+    total = sum(s.bytes for s in stale) / 2**20
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} {len(stale)} stage folder(s) the last run did not use, {total:,.1f} MiB")
+    return 0
+
+
+def _cmd_export(args) -> int:
+    out, count = export_build(args.dir, args.format, args.output, force=args.force)
+    print(f"exported {count} items as {args.format} to {out}")
+    return 0
+
+
+def _cmd_push(args) -> int:
+    result = push_build(
+        args.dir,
+        args.repo_id,
+        private=args.private,
+        revision=args.revision,
+        create_pr=args.create_pr,
+        max_commit_mb=args.max_commit_mb,
+        force=args.force,
+        timeout_s=args.timeout,
+        progress=not args.quiet,
+    )
+    where = result.pr_url or f"{result.url} ({result.revision})"
+    print(f"pushed {result.files} file(s) in {len(result.commits)} commit(s) to {where}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add these commands to the main parser's subcommands, in the order ``--help`` lists."""
+    _add_validate(sub)
+    _add_clean(sub)
+    _add_export(sub)
+    _add_push(sub)
+
+
+def _add_validate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "validate",
+        help="re-check a build; exit 1 on violations",
+        description="Re-run every item check on a build directory.",
+    )
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.set_defaults(func=_cmd_validate)
+
+
+def _add_clean(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "clean",
+        help="delete the stage folders the last run of a build did not use",
+        description="Every run whose inputs changed (recipe, data, code) writes new stage "
+        "folders beside the old ones, which stay as a cache. This deletes those the last "
+        "finished run did not use (it keeps what report.json and build.json name) and prints "
+        "what it freed. It refuses while a build runs in DIR.",
+    )
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.add_argument(
+        "--dry-run", action="store_true", help="list the folders and their size; delete nothing"
+    )
+    p.set_defaults(func=_cmd_clean)
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export a build in one format",
+        description="Write one export format of a finished build.",
+    )
+    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.add_argument(
+        "--format",
+        required=True,
+        help="export format: " + ", ".join(EXPORTERS.registered()),
+    )
+    p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
+    p.add_argument(
+        "--force", action="store_true", help="export even if validation fails (the card says so)"
+    )
+    p.set_defaults(func=_cmd_export)
+
+
+def _add_push(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "push",
+        help="publish the HF export of a build to the Hugging Face Hub",
+        description="Create the dataset repo REPO_ID if needed and upload the HF "
+        "export (data shards, assets, then README.md). The token comes "
+        "from HF_TOKEN or `hf auth login` and is never printed; "
+        "HF_ENDPOINT selects the Hub.",
+    )
+    p.add_argument("dir", metavar="DIR", help="build directory, or its hf/ export folder")
+    p.add_argument("repo_id", metavar="REPO_ID", help="NAMESPACE/NAME of the dataset repo")
+    p.add_argument("--private", action="store_true", help="create the repo private")
+    p.add_argument("--revision", help="branch to push to (created from main if missing)")
+    p.add_argument(
+        "--create-pr", action="store_true", help="open a pull request instead of committing"
+    )
+    p.add_argument(
+        "--max-commit-mb",
+        type=float,
+        default=2000,
+        help="upload in batches of at most this many MB before the one commit (default 2000)",
+    )
+    p.add_argument("--force", action="store_true", help="push even if the build failed validation")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=300,
+        metavar="SECONDS",
+        help="give up on (and retry) any HTTP call that takes longer (default 300)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_push)

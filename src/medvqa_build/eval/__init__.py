@@ -1,0 +1,1 @@
+"""Scoring and baselines: what a build reports about answering its items."""

@@ -1,0 +1,152 @@
+"""The whole build: a loop over the stages, materialize -> convert -> embed -> curate ->
+generate -> render -> validate -> export, each content-addressed (:mod:`.runner`) and reused
+when its inputs are unchanged.
+
+The build folder holds the stages, the published exports (``hf/``, ``vlmeval/``, ...), the
+combined quarantine, ``report.json``/``.md``, ``build.json`` (:class:`.build_dir.BuildDir`)
+and ``checksums.sha256`` of every exported file.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..curate import parse_curate_spec
+from ..errors import ValidationFailed
+from ..executors import make_executor
+from ..recipe import Recipe
+from ..stages.base import BuildContext, Stage, StageResult
+from ..stages.convert import Convert
+from ..stages.curate import Curate
+from ..stages.embed import Embed
+from ..stages.export import Export
+from ..stages.generate import Generate
+from ..stages.materialize import Materialize
+from ..stages.render import Render
+from ..stages.validate import Validate
+from ..store.memory import limit_arenas, use_returning_memory_pool
+from ..store.tables import ItemTable, SampleTable
+from .build_dir import BuildDir
+from .clean import CleanError, Stale, stale_stages
+from .report import BuildSummary, difficulty, report_json, report_markdown
+from .runner import run_stage
+
+STAGES: tuple[Stage, ...] = (
+    Materialize(),
+    Convert(),
+    Embed(),
+    Curate(),
+    Generate(),
+    Render(),
+    Validate(),
+    Export(),
+)
+
+
+@dataclass
+class BuildResult:
+    """What a build produced. ``items`` and ``samples`` are tables on disk (iterate them, take
+    ``len``; each pass reads a batch at a time); ``items_frame()``/``samples_frame()`` give
+    pandas."""
+
+    out_dir: Path
+    recipe: Recipe
+    samples: SampleTable
+    items: ItemTable
+    report: dict[str, Any]
+    stages: list[StageResult] = field(default_factory=list)
+
+    @property
+    def reused_all(self) -> bool:
+        return all(s.reused for s in self.stages)
+
+    def unused_stage_folders(self) -> list[Stale]:
+        """Stage folders of earlier runs this build does not use (a cache ``clean`` deletes);
+        none when the folder cannot be read safely (only the hint is lost)."""
+        try:
+            return stale_stages(self.out_dir, sizes=False)
+        except CleanError:
+            return []
+
+    def items_frame(self):
+        return self.items.to_arrow().to_pandas()
+
+    def samples_frame(self):
+        return self.samples.to_arrow().to_pandas()
+
+
+def build(
+    recipe: Recipe,
+    out_dir: str | os.PathLike,
+    *,
+    progress: bool = True,
+    force_export: bool = False,
+    allow_missing: bool = False,
+    workers: int | None = None,
+    executor: str = "local",
+    executor_options: dict | None = None,
+) -> BuildResult:
+    """Run every stage of ``recipe`` into ``out_dir``; finished stages are reused.
+
+    With ``allow_missing`` sources whose roots are absent are left out; the report names them
+    and the quota shortfall per task. Convert shards, render chunks and embedding run on
+    ``executor`` (``local``: ``workers`` processes, default 1; ``ray``: a Ray cluster, default
+    every CPU of it, see ``docs/cluster.md``); the outputs are identical whichever runs them.
+    """
+    use_returning_memory_pool()
+    limit_arenas()
+    folder = BuildDir(out_dir)
+    folder.write_recipe(recipe.to_yaml())
+    with make_executor(executor, workers, **(executor_options or {})) as ex:
+        ctx = BuildContext(
+            recipe=recipe,
+            recipe_yaml=recipe.to_yaml(),
+            out=folder.path,
+            executor=ex,
+            progress=progress,
+            force_export=force_export,
+            allow_missing=allow_missing,
+            curate_spec=parse_curate_spec(recipe.curate) if recipe.curate else None,
+        )
+        try:
+            for stage in STAGES:
+                run(stage, ctx)
+                if ctx.items is not None:
+                    folder.record(ctx)
+        except ValidationFailed:
+            _report(folder, ctx, with_difficulty=False)
+            raise
+        report = _report(folder, ctx, with_difficulty=True)
+        return BuildResult(folder.path, ctx.recipe, ctx.samples, ctx.items, report, ctx.results)
+
+
+def run(stage: Stage, ctx: BuildContext) -> list[StageResult]:
+    """One stage of a build: every key built or reused, then handed on (``finish``)."""
+    stage.prepare(ctx)
+    if not stage.enabled(ctx):
+        return []
+    results = [
+        run_stage(ctx.out, stage, key, stage.inputs(ctx, key), _builder(stage, ctx, key))
+        for key in stage.keys(ctx)
+    ]
+    ctx.results += results
+    stage.finish(ctx, results)
+    return results
+
+
+def _builder(stage: Stage, ctx: BuildContext, key: str):
+    return lambda out: stage.run(ctx, key, out)
+
+
+def _report(folder: BuildDir, ctx: BuildContext, *, with_difficulty: bool) -> dict:
+    extra = difficulty(ctx.items, ctx.samples, ctx.embeddings) if with_difficulty else {}
+    summary = BuildSummary.of(ctx, extra)
+    report = report_json(summary, folder.path)
+    folder.write_report(report, report_markdown(report, summary))
+    return report
+
+
+__all__ = ["STAGES", "BuildDir", "BuildResult", "build", "run"]

@@ -1,0 +1,183 @@
+"""The build folder: the one reader and writer of ``build.json``, the recipe copy, the report
+and the stage folders a finished run used.
+
+::
+
+    DIR/build.json        roots, the item table, the stage folders of the last run
+    DIR/recipe.yaml       the recipe as resolved
+    DIR/report.json|.md   the last finished run's report
+    DIR/stages/<stage>/<key>-<fingerprint>/   content-addressed stage outputs
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import MedvqaError, SourceError
+from ..manifest import SourceManifest
+from ..media.refs import resolve_image
+from ..recipe import Recipe
+from ..sources import get_source
+from ..stages.base import BuildContext
+from ..store.atomic import write_atomic
+from ..store.memory import limit_arenas, use_returning_memory_pool
+from ..store.tables import ItemTable, SampleTable
+
+META = "build.json"
+RECIPE = "recipe.yaml"
+REPORT = "report.json"
+
+
+class BuildDir:
+    """One build folder. :meth:`open` checks it is a finished build; the constructor alone
+    does not (a build being written)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path).resolve()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> BuildDir:
+        """A finished build (it has ``build.json``), for validate, export, review and clean.
+
+        Like a build, it lets Arrow return freed memory and caps glibc's arenas first: what
+        opens a build streams its whole item table."""
+        use_returning_memory_pool()
+        limit_arenas()
+        build = cls(path)
+        if not (build.path / META).is_file():
+            raise SourceError(
+                "not a build directory (no build.json)",
+                where=str(build.path),
+                fix="pass the -o folder of a `medvqa-build run`",
+            )
+        return build
+
+    # -- build.json ----------------------------------------------------------------------
+
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.path / META).read_text(encoding="utf-8"))
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        write_atomic(self.path / META, json.dumps(meta, indent=2) + "\n")
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.path).as_posix()
+
+    def record(self, ctx: BuildContext) -> None:
+        """``build.json`` of a run that has rendered its items: the roots, the item table, the
+        rendered and generated images, and every stage folder it used so far."""
+        stages: dict[str, list[str]] = {}
+        for result in ctx.results:
+            stages.setdefault(result.name, []).append(self.rel(result.path))
+        self.write_meta(
+            {
+                "roots": {k: str(v) for k, v in sorted(ctx.roots.items())},
+                "items": self.rel(ctx.last("render").path / "items.parquet"),
+                "render_dir": self.rel(ctx.last("render").path),
+                "generated_dir": self.rel(ctx.last("generate").path),
+                "stages": stages,
+            }
+        )
+
+    @property
+    def roots(self) -> dict[str, Path]:
+        return {k: Path(v) for k, v in self.meta()["roots"].items()}
+
+    def resolver(self):
+        """``ref -> Path`` for the items' image references (see :func:`resolve_image`)."""
+        meta = self.meta()
+        roots = {k: Path(v) for k, v in meta["roots"].items()}
+        render_dir = self.path / meta["render_dir"]
+        generated_dir = self.path / meta["generated_dir"]
+        return lambda ref: resolve_image(ref, roots, render_dir, generated_dir)
+
+    def items(self) -> ItemTable:
+        return ItemTable(self.path / self.meta()["items"])
+
+    def stage_dirs(self, stage: str) -> list[Path]:
+        """The folders of ``stage`` the last run used: those ``build.json`` names, else those
+        the report names, else every one on disk (a build from before either recorded them)."""
+        meta = self.meta() if (self.path / META).is_file() else {}
+        named = [self.path / p for p in (meta.get("stages") or {}).get(stage, [])]
+        if not named:
+            named = [self.path / s["path"] for s in self._report_stages() if s["stage"] == stage]
+        if named and all(p.is_dir() for p in named):
+            return named
+        return sorted(p for p in (self.path / "stages" / stage).glob("*") if p.is_dir())
+
+    def sample_paths(self) -> list[Path]:
+        """The convert stage's sample files, in stage order."""
+        return [
+            d / "samples.parquet"
+            for d in self.stage_dirs("convert")
+            if (d / "samples.parquet").is_file()
+        ]
+
+    def samples(self) -> SampleTable:
+        """Every converted sample; where two stage folders hold one id, the later wins."""
+        return SampleTable(list(reversed(self.sample_paths())))
+
+    def duplicate_groups(self) -> list[list[str]]:
+        groups: list[list[str]] = []
+        for d in self.stage_dirs("curate"):
+            if (d / "curate.json").is_file():
+                data = json.loads((d / "curate.json").read_text())
+                groups += [
+                    g["members"] for g in (data.get("dedup") or {}).get("duplicate_groups", [])
+                ]
+        return groups
+
+    # -- the recipe and the manifests ----------------------------------------------------
+
+    def recipe(self) -> Recipe:
+        return Recipe.from_yaml(self.path / RECIPE)
+
+    def write_recipe(self, text: str) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path / RECIPE, text)
+
+    def manifests(self, recipe: Recipe | None = None) -> dict[str, SourceManifest]:
+        """The manifests of the recipe's sources (one removed since the build is left out)."""
+        manifests = {}
+        for spec in (recipe or self.recipe()).sources:
+            try:
+                manifests[spec.id] = get_source(spec.id).manifest
+            except MedvqaError:
+                continue
+        return manifests
+
+    # -- the report ----------------------------------------------------------------------
+
+    def report(self) -> dict | None:
+        path = self.path / REPORT
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+    def write_report(self, report: dict, markdown: str) -> None:
+        write_atomic(self.path / REPORT, json.dumps(report, indent=2, sort_keys=False) + "\n")
+        write_atomic(self.path / "report.md", markdown)
+
+    def _report_stages(self) -> list[dict]:
+        try:
+            return list((self.report() or {}).get("stages", []))
+        except (ValueError, TypeError):
+            return []
+
+    def kept_stages(self) -> set[Path]:
+        """The stage folders the last finished run used (see :mod:`medvqa_build.pipeline.clean`):
+        those ``report.json`` lists and those ``build.json`` points into."""
+        report = self.report()
+        meta = self.meta()
+        kept = {(self.path / s["path"]).resolve() for s in report["stages"]}
+        refs = [
+            meta.get(k) for k in ("items", "items_before_review", "render_dir", "generated_dir")
+        ]
+        refs += list((meta.get("roots") or {}).values())
+        stage_root = (self.path / "stages").resolve()
+        for ref in filter(None, refs):
+            path = (self.path / ref).resolve()
+            if path.is_relative_to(stage_root) and len(path.relative_to(stage_root).parts) >= 2:
+                kept.add(stage_root.joinpath(*path.relative_to(stage_root).parts[:2]))
+        return kept

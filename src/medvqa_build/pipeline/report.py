@@ -1,0 +1,221 @@
+"""The build report (report.json + report.md): counts that add up, what was left out and why,
+letters per task, and the difficulty of the distractors."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..eval.baselines import ENDOBENCH_RANDOM, ChanceTally, baseline_rows, format_baseline_table
+from ..negatives import difficulty_report, format_difficulty
+from ..negatives.embedder import l2_normalise
+from ..recipe import Recipe
+from ..records import Item, QuarantineEntry
+from ..sources import get_source
+from ..stages.base import BuildContext, StageResult
+from ..tasks.requirements import tasks_losing_input
+from ..validate.rules import LetterTally
+
+
+def difficulty(items: Iterable[Item], samples, embeddings) -> dict:
+    """Per (task, negative strategy): distractor similarity and nearest-centroid accuracy.
+
+    Two passes over ``items`` (a list or a table): the first sums, per truth label, the
+    embeddings of its items' first samples into that label's centroid; the second scores the
+    items one by one. ``samples`` is not read.
+    """
+    if embeddings is None:
+        return {}
+    # the centroids of class_centroids (the unit-norm float32 mean of each label's vectors,
+    # in item order) from running sums: numpy's mean over rows adds them one after another
+    # in float32, so the sums are the same to the bit, without holding every vector
+    sums: dict[str, list] = {}
+    labelled = False
+    for i in items:
+        sid = i.sample_ids[0]
+        if sid not in embeddings:
+            continue
+        labelled = True
+        if not i.gt:
+            continue
+        row = np.asarray(embeddings[sid], dtype=np.float32)
+        acc = sums.get(i.gt)
+        if acc is None:
+            sums[i.gt] = [np.array(row, dtype=np.float32, copy=True), 1]
+        else:
+            acc[0] += row
+            acc[1] += 1
+    if not labelled:
+        return {}
+    centroids = {}
+    for label in sorted(sums):
+        total, n = sums[label]
+        # the division np.mean makes
+        np.true_divide(total, np.intp(n), out=total, casting="unsafe", subok=False)
+        centroids[label] = l2_normalise(total)
+    tagged = (
+        i.replace(task=f"{i.task} [{i.negatives.strategy if i.negatives else '-'}]") for i in items
+    )
+    report = difficulty_report(tagged, embeddings, centroids)
+    # NaN (nothing scored) is not valid JSON: report it as null
+    return {
+        t: {k: (None if isinstance(v, float) and v != v else v) for k, v in row.items()}
+        for t, row in report.items()
+    }
+
+
+@dataclass
+class BuildSummary:
+    """What the report says of one build run (taken from its :class:`BuildContext`)."""
+
+    recipe: Recipe
+    stages: list[StageResult]
+    source_counts: dict[str, dict]
+    quarantine: list[QuarantineEntry]
+    missing: list[str]
+    items: Iterable[Item]
+    checksums: dict[str, str] = field(default_factory=dict)
+    difficulty: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, ctx: BuildContext, difficulty: dict | None = None) -> BuildSummary:
+        return cls(
+            ctx.recipe,
+            ctx.results,
+            ctx.source_counts,
+            ctx.quarantine,
+            ctx.missing,
+            ctx.items,
+            ctx.checksums,
+            difficulty or {},
+        )
+
+    def stats(self, stage: str) -> dict:
+        return next((s.stats for s in reversed(self.stages) if s.name == stage), {})
+
+
+def report_json(summary: BuildSummary, out: Path) -> dict:
+    """The report's facts: counts per source, what was left out, items per task, answer
+    letters, the random-guess baseline, the distractors' difficulty and the exports."""
+    recipe = summary.recipe
+    # one pass over the items, keeping counts only
+    n_items, per_task, letters = 0, Counter(), LetterTally()
+    test = ChanceTally()  # the random baseline is that of the test split (or of all items)
+    for item in summary.items:
+        n_items += 1
+        per_task[item.task] += 1
+        letters.add(item)
+        if item.split in (None, "test"):
+            test.add(item)
+    # expected accuracy of random guessing per task (percent), beside EndoBench's published
+    # random row when the build is an EndoBench rebuild
+    published = ENDOBENCH_RANDOM if recipe.benchmark == "EndoBench" else {}
+    generate = summary.stats("generate")
+    return {
+        "recipe": recipe.name,
+        "benchmark": recipe.benchmark,
+        "seed": recipe.seed,
+        "sources": {
+            sid: _with_tasks_losing_input(recipe, sid, counts)
+            for sid, counts in summary.source_counts.items()
+        },
+        "missing_sources": list(summary.missing),
+        "quarantined": [
+            {"file": q.file, "source": q.source, "reason": q.reason} for q in summary.quarantine
+        ],
+        "items": n_items,
+        "items_per_task": dict(sorted(per_task.items())),
+        "dropped": generate.get("dropped", 0),
+        "render_quarantined": summary.stats("render").get("quarantined", 0),
+        "shortfall": generate.get("shortfall", {}),
+        "validation": summary.stats("validate"),
+        "answer_letters": letters.histogram(),
+        "stages": [
+            {"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused}
+            for s in summary.stages
+        ],
+        "random_baseline": baseline_rows(test, published=published),
+        "difficulty": summary.difficulty,
+        "exports": summary.checksums,
+    }
+
+
+def _with_tasks_losing_input(recipe: Recipe, source_id: str, counts: dict) -> dict:
+    """``counts`` plus the recipe's tasks this source would feed whole but cannot with the
+    parts found (a partial download's cost in this build)."""
+    if not counts.get("parts_missing"):
+        return counts
+    source = get_source(source_id)
+    have = source.capabilities(list(counts.get("parts", {})))
+    losing = tasks_losing_input(recipe.tasks, source_id, source.capabilities(), have)
+    return {**counts, "tasks_losing_input": losing}
+
+
+def report_markdown(report: dict, summary: BuildSummary) -> str:
+    """``report.md``: the same facts for a reader."""
+    lines = [f"# Build report: {summary.recipe.name}", ""]
+    lines += _source_lines(report["sources"])
+    if summary.missing:
+        lines += ["", "Missing sources (left out with --allow-missing):"]
+        lines += [f"- {m}" for m in summary.missing]
+    lines += ["", "| task | items |", "|---|---|"]
+    lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
+    lines += [
+        "",
+        f"Dropped candidates: {report['dropped']}; "
+        f"quota shortfall: {report['shortfall'] or 'none'}.",
+        f"Validation problems: {report['validation']['problems']}.",
+        "",
+    ]
+    if report["random_baseline"]:
+        table = format_baseline_table(report["random_baseline"])
+        lines += ["## Random-guess baseline", "", table, ""]
+    if summary.difficulty:
+        table = format_difficulty(summary.difficulty)
+        lines += ["## Difficulty of the distractors", "", table, ""]
+    if summary.quarantine:
+        lines += ["## Quarantine", ""]
+        lines += [f"- `{q.file}` ({q.source}): {q.reason}" for q in summary.quarantine] + [""]
+    return "\n".join(lines)
+
+
+def _source_lines(source_counts: dict[str, dict]) -> list[str]:
+    """The sources' table, their missing parts and their labels left out."""
+    lines = [
+        "found = converted + quarantined; a converted sample may have had labels left out "
+        '(an empty or "not assessed" table cell drops that label only).',
+        "",
+        "| source | found | converted | quarantined | labels left out (samples) | parts found |",
+        "|---|---|---|---|---|---|",
+    ]
+    for sid, c in source_counts.items():
+        left_out = sum((c.get("labels_missing") or {}).values())
+        parts = ", ".join(c.get("parts", {})) or "-"
+        lines.append(
+            f"| {sid} | {c['found']} | {c['converted']} | {c['quarantined']} | "
+            f"{left_out} ({c.get('samples_missing_labels', 0)}) | {parts} |"
+        )
+    partial = {sid: c for sid, c in source_counts.items() if c.get("parts_missing")}
+    if partial:
+        lines += ["", "Parts missing (partial downloads):"]
+        for sid, c in partial.items():
+            for name, reason in c["parts_missing"].items():
+                tasks = ", ".join(c.get("tasks_losing_input", [])) or "none"
+                lines.append(
+                    f"- {sid} / {name}: {reason}; loses {', '.join(c.get('loses', [])) or '-'}; "
+                    f"tasks losing this source's input: {tasks}"
+                )
+    with_missing = {
+        sid: c["labels_missing"] for sid, c in source_counts.items() if c.get("labels_missing")
+    }
+    if with_missing:
+        lines += ["", "Labels left out, by table column:"]
+        lines += [
+            f"- {sid}: " + ", ".join(f"{k} {v}" for k, v in sorted(m.items()))
+            for sid, m in with_missing.items()
+        ]
+    return lines

@@ -1,0 +1,432 @@
+"""The convert stage: one source root -> sample table + quarantine report, with counts.
+
+The stage streams: the source's candidates are split into ``n`` shards (candidate *i* to
+shard *i mod n*, see :class:`~medvqa_build.layouts.base.ScanContext`), each shard task writes
+its samples to a Parquet shard in batches of :data:`BATCH_ROWS` rows, and the shards are merged
+back in scan order into ``samples.parquet``. No step holds a whole source in memory, the
+tasks run on any :mod:`executor <medvqa_build.executors>`, and the output does not depend on
+``n`` or on where the tasks ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
+
+from ..executors import make_executor
+from ..layouts.discovery import RootResolution
+from ..records import QuarantineEntry, Sample
+from ..schema import SAMPLE_SCHEMA
+from ..sources import ScanStats, get_source
+from ..store.atomic import write_atomic
+from ..store.memory import use_returning_memory_pool
+from ..store.parquet import (
+    SampleWriter,
+    iter_batches,
+    read_samples,
+    samples_to_table,
+)
+from ..store.paths import path_problem, tree_fingerprint
+from ..store.quarantine import read_quarantine, write_quarantine
+from ..store.tables import SampleTable
+from .base import BuildContext, Stage, StageResult
+
+BATCH_ROWS = 1024  # rows per Parquet batch: the most samples a convert task holds
+MERGE_ROWS = 4096  # rows per batch of the merged table
+_KEYS = [("_part", pa.int32()), ("_index", pa.int64())]
+SHARD_SCHEMA = pa.schema(list(SAMPLE_SCHEMA) + [pa.field(n, t) for n, t in _KEYS])
+
+
+@dataclass
+class ConvertResult:
+    """Samples and quarantine entries of one source, with counts that add up."""
+
+    source: str
+    samples: list[Sample] = field(default_factory=list)
+    quarantined: list[QuarantineEntry] = field(default_factory=list)
+    # the counts file of the conversion (per part, labels left out, parts missing)
+    counts_detail: dict = field(default_factory=dict)
+    resolution: RootResolution | None = None
+
+    @property
+    def root(self) -> Path | None:
+        """The folder the samples' ``image`` paths are relative to (found from the ROOT given)."""
+        return self.resolution.root if self.resolution is not None else None
+
+    @property
+    def found(self) -> int:
+        return len(self.samples) + len(self.quarantined)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "found": self.found,
+            "converted": len(self.samples),
+            "quarantined": len(self.quarantined),
+        }
+
+    def to_pandas(self):
+        """The sample table as a pandas DataFrame (for notebooks)."""
+        return samples_to_table(self.samples).to_pandas()
+
+
+def _checked_entries(
+    source_id: str, root: Path, verify: str, shard: tuple[int, int], stats: ScanStats
+) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
+    """``(part, index, entry)`` of one shard; a sample whose file would leave the source root
+    (a symbolic link to a file outside, an absolute path, a ``..``) becomes a quarantine entry
+    here, whatever the layout, so no build reads outside the root."""
+    link_free: set[str] = set()  # folders already seen to hold no symbolic link
+    scan = get_source(source_id).scan_indexed(root, verify, shard=shard, stats=stats)
+    for part, index, entry in scan:
+        if isinstance(entry, Sample) and (why := path_problem(root, entry.image, link_free)):
+            entry = QuarantineEntry(entry.image, why, source_id)
+        yield part, index, entry
+
+
+# -- one shard ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Shard ``k`` of ``n`` of one source, written into ``out`` (picklable, for executors)."""
+
+    source_id: str
+    root: Path
+    verify: str
+    k: int
+    n: int
+    out: Path
+    progress: bool = False
+
+
+def shard_paths(out: Path, k: int) -> tuple[Path, Path]:
+    return out / f"shard-{k:05d}.parquet", out / f"shard-{k:05d}.quarantine.json"
+
+
+def _stats_path(out: Path, k: int) -> Path:
+    return out / f"shard-{k:05d}.stats.json"
+
+
+def convert_shard(task: ShardTask) -> dict[str, int]:
+    """Scan one shard and stream it to ``shard-k.parquet`` (with its scan keys),
+    ``shard-k.quarantine.json`` and ``shard-k.stats.json``; returns ``{samples, quarantined}``.
+
+    The progress bar appears with the first candidate, so a layout that stops on a bad
+    table first prints its one-line error alone."""
+    parquet, quarantine_json = shard_paths(task.out, task.k)
+    rows: list[dict] = []
+    bad: list[tuple[int, int, dict]] = []
+    n_samples = 0
+    stats = ScanStats()
+    bar = None
+    with pq.ParquetWriter(parquet, SHARD_SCHEMA, compression="zstd") as writer:
+
+        def flush() -> None:
+            writer.write_table(pa.Table.from_pylist(rows, schema=SHARD_SCHEMA))
+            rows.clear()
+
+        for part, index, entry in _checked_entries(
+            task.source_id, task.root, task.verify, (task.k, task.n), stats
+        ):
+            if bar is None:
+                bar = tqdm(desc=f"convert {task.source_id}", unit="file", disable=not task.progress)
+            bar.update()
+            if isinstance(entry, QuarantineEntry):
+                bad.append((part, index, asdict(entry)))
+                continue
+            rows.append({**entry.to_row(), "_part": part, "_index": index})
+            n_samples += 1
+            if len(rows) >= BATCH_ROWS:
+                flush()
+        if rows:
+            flush()
+    if bar is not None:
+        bar.close()
+    quarantine_json.write_text(json.dumps(bad) + "\n", encoding="utf-8")
+    _stats_path(task.out, task.k).write_text(json.dumps(stats.to_dict()) + "\n", encoding="utf-8")
+    return {"samples": n_samples, "quarantined": len(bad)}
+
+
+# -- merge -------------------------------------------------------------------------------------
+
+
+class _ShardReader:
+    """Hands out the next ``m`` rows of one shard file, reading it batch by batch."""
+
+    def __init__(self, path: Path):
+        self._batches = iter_batches(path, BATCH_ROWS)
+        self._buffer: pa.Table | None = None
+
+    def take(self, m: int) -> pa.Table:
+        parts = []
+        while m > 0:
+            if self._buffer is None or self._buffer.num_rows == 0:
+                self._buffer = pa.Table.from_batches([next(self._batches)])
+            piece = self._buffer.slice(0, m)
+            self._buffer = self._buffer.slice(piece.num_rows)
+            parts.append(piece)
+            m -= piece.num_rows
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _scan_order(files: list[Path]) -> tuple[np.ndarray, set[str]]:
+    """Shard number of every sample in scan order, and the sample ids found more than once
+    (read from the key and id columns only, as Arrow arrays: a few bytes a sample)."""
+    keys = [pq.read_table(f, columns=["_part", "_index", "sample_id"]) for f in files]
+    part = np.concatenate([t.column("_part").to_numpy() for t in keys])
+    index = np.concatenate([t.column("_index").to_numpy() for t in keys])
+    shard = np.concatenate([np.full(t.num_rows, k, np.int32) for k, t in enumerate(keys)])
+    ids = pa.chunked_array([c for t in keys for c in t.column("sample_id").chunks], pa.string())
+    counts = pc.value_counts(ids) if len(ids) else None
+    repeated = (
+        set()
+        if counts is None
+        else set(counts.field("values").filter(pc.greater(counts.field("counts"), 1)).to_pylist())
+    )
+    return shard[np.lexsort((index, part))], repeated
+
+
+def merge_shards(
+    shard_dir: Path, n: int, source_id: str, out: Path, resolution: RootResolution | None = None
+) -> dict:
+    """Merge the ``n`` shards in scan order into ``out`` (+ quarantine and counts files).
+
+    A sample id seen before is quarantined as a duplicate; the keys columns are dropped. The
+    counts add up per source and per part: ``found = converted + quarantined``; labels left
+    out of kept samples are counted beside them.
+    """
+    files = [shard_paths(shard_dir, k)[0] for k in range(n)]
+    bad: list[tuple[int, int, dict]] = []
+    stats = ScanStats()
+    for k in range(n):
+        bad += [tuple(e) for e in json.loads(shard_paths(shard_dir, k)[1].read_text("utf-8"))]
+        stats.add(json.loads(_stats_path(shard_dir, k).read_text("utf-8")))
+    part_names = [p.name for p in get_source(source_id).manifest.parts]
+    converted_per_part = Counter()
+    order, repeated = _scan_order(files)
+    readers = [_ShardReader(f) for f in files]
+    seen: set[str] = set()  # only ids that occur more than once
+    converted = 0
+    with SampleWriter(out) as writer:
+        for start in range(0, len(order), MERGE_ROWS):
+            chunk = order[start : start + MERGE_ROWS]
+            sizes = np.bincount(chunk, minlength=n)
+            combined = pa.concat_tables([readers[k].take(int(m)) for k, m in enumerate(sizes) if m])
+            # rows of ``combined`` are grouped by shard; put them back in scan order
+            grouped = np.argsort(chunk, kind="stable")
+            inverse = np.empty_like(grouped)
+            inverse[grouped] = np.arange(len(grouped))
+            table = combined.take(pa.array(inverse))
+            if repeated:
+                keep = []
+                for i, sid in enumerate(table.column("sample_id").to_pylist()):
+                    first = sid not in repeated or sid not in seen
+                    keep.append(first)
+                    if sid in repeated and first:
+                        seen.add(sid)
+                    elif not first:
+                        row = table.slice(i, 1).to_pylist()[0]
+                        entry = QuarantineEntry(
+                            row["image"], f"duplicate sample id {sid}", source_id
+                        )
+                        bad.append((row["_part"], row["_index"], asdict(entry)))
+                table = table.filter(pa.array(keep))
+            converted_per_part.update(table.column("_part").to_pylist())
+            table = table.drop_columns([name for name, _ in _KEYS])
+            writer.write_table(table.cast(SAMPLE_SCHEMA))
+            converted += table.num_rows
+    bad.sort(key=lambda b: (b[0], b[1]))
+    entries = [QuarantineEntry(**e) for _, _, e in bad]
+    write_quarantine(entries, quarantine_path_for(out))
+    quarantined_per_part = Counter(part for part, _, _ in bad)
+    found_parts = resolution.found if resolution is not None else part_names
+    counts = {
+        "source": source_id,
+        "found": converted + len(entries),
+        "converted": converted,
+        "quarantined": len(entries),
+        **stats.to_dict(),
+        "parts": {
+            name: {
+                "found": converted_per_part[k] + quarantined_per_part[k],
+                "converted": converted_per_part[k],
+                "quarantined": quarantined_per_part[k],
+            }
+            for k, name in enumerate(part_names)
+            if name in found_parts
+        },
+        "parts_missing": resolution.missing if resolution is not None else {},
+    }
+    if counts["parts_missing"]:
+        lost = get_source(source_id).lost_capabilities(list(counts["parts_missing"]))
+        counts["loses"] = sorted(lost)
+    _write_counts(out, counts)
+    return counts
+
+
+# -- the stage ---------------------------------------------------------------------------------
+
+
+def convert_source(
+    source_id: str,
+    root: str | os.PathLike,
+    out: str | os.PathLike,
+    verify: str = "header",
+    progress: bool = True,
+    workers: int = 1,
+    executor=None,
+    shards: int | None = None,
+) -> dict:
+    """Convert a source into ``out`` (Parquet) + ``<out>.quarantine.json`` + ``.counts.json``
+    (``medvqa-build convert``).
+
+    ``shards`` (default: the executor's workers) tasks run on ``executor`` (default: a local
+    pool of ``workers`` processes); returns ``{source, found, converted, quarantined}``.
+    """
+    use_returning_memory_pool()
+    source = get_source(source_id)
+    resolution = source.resolve(root)  # fail with one line before any progress bar is drawn
+    root = resolution.root
+    out = Path(out)
+    own = executor is None
+    executor = make_executor("local", workers) if own else executor
+    n = max(1, shards or executor.workers)
+    shard_dir = out.with_name(f".{out.name}.shards")
+    shutil.rmtree(shard_dir, ignore_errors=True)
+    shard_dir.mkdir(parents=True)
+    try:
+        tasks = [
+            ShardTask(source_id, root, verify, k, n, shard_dir, progress and n == 1)
+            for k in range(n)
+        ]
+        bar = None  # drawn once a shard is done: an error before that prints alone
+        for _ in executor.map(convert_shard, tasks):
+            if bar is None:
+                bar = tqdm(
+                    total=n, desc=f"convert {source_id} shards", disable=not progress or n == 1
+                )
+            bar.update()
+        if bar is not None:
+            bar.close()
+        return merge_shards(shard_dir, n, source_id, out, resolution)
+    finally:
+        if own:
+            executor.close()
+        shutil.rmtree(shard_dir, ignore_errors=True)
+
+
+def scan_source(
+    source_id: str,
+    root: str | os.PathLike,
+    verify: str = "header",
+    progress: bool = True,
+    workers: int = 1,
+) -> ConvertResult:
+    """A source as an in-memory :class:`ConvertResult`, for notebooks and tests: the stage's
+    output (:func:`convert_source` into a temporary folder) read back, so values are exactly what
+    a build sees (e.g. coordinates as float32)."""
+    import tempfile
+
+    resolution = get_source(source_id).resolve(root)
+    with tempfile.TemporaryDirectory(prefix="medvqa-convert-") as tmp:
+        out = Path(tmp) / "samples.parquet"
+        counts = convert_source(source_id, resolution.root, out, verify, progress, workers=workers)
+        return ConvertResult(
+            source_id,
+            read_samples(out),
+            read_quarantine(quarantine_path_for(out)),
+            counts,
+            resolution,
+        )
+
+
+def quarantine_path_for(samples_path: Path) -> Path:
+    return samples_path.with_name(samples_path.stem + ".quarantine.json")
+
+
+def _write_counts(out: Path, counts: dict) -> None:
+    write_atomic(out.with_name(out.stem + ".counts.json"), json.dumps(counts, indent=2) + "\n")
+
+
+class Convert(Stage):
+    """Each present source into ``stages/convert/<id>-<fp>/samples.parquet`` (+ quarantine
+    and counts), addressed by its manifest, its root's files (names, sizes, times) and the
+    verify mode."""
+
+    name = "convert"
+    version = 2
+
+    def keys(self, ctx: BuildContext) -> list[str]:
+        return [spec.id for spec in ctx.recipe.sources]
+
+    def inputs(self, ctx: BuildContext, key: str) -> Any:
+        spec = next(s for s in ctx.recipe.sources if s.id == key)
+        return {
+            "manifest": get_source(key).path.read_text(encoding="utf-8"),
+            "tree": tree_fingerprint(ctx.roots[key]),
+            "verify": spec.verify,
+        }
+
+    def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
+        spec = next(s for s in ctx.recipe.sources if s.id == key)
+        return convert_source(
+            key,
+            ctx.roots[key],
+            out / "samples.parquet",
+            verify=spec.verify,
+            progress=ctx.progress,
+            executor=ctx.executor,
+        )
+
+    def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
+        for key, result in zip(self.keys(ctx), results, strict=True):
+            ctx.quarantine += read_quarantine(result.path / "samples.quarantine.json")
+            ctx.source_counts[key] = source_counts(result.stats)
+        write_quarantine(ctx.quarantine, ctx.out / "quarantine.json")
+        # on disk, read a batch at a time by each stage: never every sample in memory
+        ctx.samples = SampleTable([r.path / "samples.parquet" for r in results])
+
+
+_COUNT_KEYS = (
+    "found",
+    "converted",
+    "quarantined",
+    "labels_missing",
+    "samples_missing_labels",
+    "parts",
+    "parts_missing",
+)
+
+
+def source_counts(stats: dict) -> dict:
+    """A source's counts for the report: found = converted + quarantined, labels left out of
+    kept samples, the parts found and missing, and what the missing ones cost."""
+    counts = {
+        k: stats.get(k, {} if k in ("labels_missing", "parts", "parts_missing") else 0)
+        for k in _COUNT_KEYS
+    }
+    if stats.get("loses"):
+        counts["loses"] = stats["loses"]
+    return counts
+
+
+__all__ = [
+    "ConvertResult",
+    "convert_shard",
+    "Convert",
+    "convert_source",
+    "merge_shards",
+    "scan_source",
+]

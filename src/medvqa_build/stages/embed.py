@@ -1,0 +1,186 @@
+"""The embed stage: one vector per sample, when a task uses visual negatives.
+
+Whole image files (JPEG, PNG, DICOM, ...) are embedded from their path; a video frame or a
+volume slice is decoded once into a PNG inside the stage folder and embedded from there.
+Vectors come from the shared cache when the same content was embedded before, by any build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..errors import ImageProblem
+from ..media.encode import encode_image
+from ..media.load import load_ref_rgb
+from ..media.refs import resolve_image, sample_ref, split_fragment
+from ..media.video import VideoProblem
+from ..media.volume import VolumeProblem
+from ..negatives import SAMPLERS, embed_with_cache, make_embedder
+from ..records import Sample
+from ..store.packed import PackedStrings, SortedStrings
+from .base import BuildContext, Stage, StageResult
+
+
+def needs_embeddings(recipe) -> bool:
+    return any(
+        getattr(SAMPLERS.get(t.negatives.strategy), "needs_embeddings", False) for t in recipe.tasks
+    )
+
+
+class Embed(Stage):
+    """``sample_id -> vector`` for every sample that could be decoded, when a task (or the
+    curate section) needs embeddings; samples that cannot be decoded are listed in
+    ``unembedded.json``. The executor computes the vectors not yet in the shared cache."""
+
+    name = "embed"
+    version = 2
+
+    def enabled(self, ctx: BuildContext) -> bool:
+        force = bool(ctx.curate_spec and ctx.curate_spec.needs_embeddings)
+        return force or needs_embeddings(ctx.recipe)
+
+    def keys(self, ctx: BuildContext) -> list[str]:
+        return ["samples"]
+
+    def inputs(self, ctx: BuildContext, key: str) -> Any:
+        return {"convert": ctx.fingerprints("convert"), "embedder": ctx.recipe.embedder}
+
+    def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
+        recipe, executor = ctx.recipe, ctx.executor
+        info = executor.embedder_info(recipe.embedder) if executor is not None else None
+        if info is None:
+            embedder = make_embedder(recipe.embedder)
+        else:  # the cache names the embedder as the executor's workers build it
+            embedder = SimpleNamespace(id=info[0], dim=info[1])
+        paths, ids, failed = _paths_to_embed(ctx.samples, ctx.roots, out / "frames", ctx.progress)
+        # written straight into the stage's .npy (memory-mapped), never all in memory
+        vectors = np.lib.format.open_memmap(
+            out / "embeddings.npy", mode="w+", dtype=np.float32, shape=(len(paths), embedder.dim)
+        )
+        embed_with_cache(
+            embedder,
+            paths,
+            recipe.embedding_cache,
+            progress=ctx.progress,
+            executor=executor,
+            embedder_spec=recipe.embedder,
+            out=vectors,
+        )
+        vectors.flush()
+        _write_json_list(out / "sample_ids.json", ids)
+        (out / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
+        return {
+            "embedded": len(ids),
+            "unembedded": len(failed),
+            "embedder": embedder.id,
+            "dim": int(vectors.shape[1]),
+        }
+
+    def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
+        (result,) = results
+        ids = json.loads((result.path / "sample_ids.json").read_text())
+        # memory-mapped: rows are read when a sampler needs them, not all up front
+        vectors = np.load(result.path / "embeddings.npy", mmap_mode="r")
+        ctx.embeddings = EmbeddingLookup(ids, vectors)
+
+
+def _paths_to_embed(samples: Iterable[Sample], roots, frames: Path, progress: bool):
+    """The file to embed of each sample (a frame or slice decoded once into ``frames``), its
+    id, and the samples that could not be decoded; paths and ids packed (10^6 of them as
+    ``str`` objects in lists would be ~200 MB)."""
+    paths, ids, failed = PackedStrings(), PackedStrings(), []
+    for k, sample in enumerate(
+        tqdm(samples, desc="prepare embed", disable=not progress, leave=False)
+    ):
+        base, fragment = split_fragment(sample_ref(sample))
+        path = resolve_image(base, roots)
+        if fragment:  # a frame or slice: decode once into the stage folder
+            try:
+                rgb = load_ref_rgb(path, fragment)
+            except (ImageProblem, VideoProblem, VolumeProblem, ValueError) as exc:
+                failed.append({"sample_id": sample.sample_id, "reason": str(exc)})
+                continue
+            path = frames / f"{k:08d}.png"
+            frames.mkdir(exist_ok=True)
+            path.write_bytes(encode_image(rgb, "png"))
+        paths.append(str(path))
+        ids.append(sample.sample_id)
+    return paths, ids, failed
+
+
+def _write_json_list(path: Path, texts: PackedStrings) -> None:
+    """``json.dumps(list(texts)) + "\\n"`` written a thousand strings at a time."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write("[")
+        for start in range(0, len(texts), 1000):
+            part = ", ".join(
+                json.dumps(texts[i]) for i in range(start, min(start + 1000, len(texts)))
+            )
+            fh.write(part if start == 0 else ", " + part)
+        fh.write("]\n")
+
+
+class EmbeddingLookup(Mapping[str, np.ndarray]):
+    """``sample_id -> vector`` over the embedding matrix: the ids are one sorted array of
+    UTF-8 bytes (no dict entry or array view per sample), rows read on demand.
+
+    Over the stage's memory-mapped ``.npy`` each row is read from the file (``pread``), not
+    through the mapping: rows read through a mapping stay resident for as long as it lives
+    (a sampler's fit reads every row: 60 MiB at 100k samples of a 150-d embedder)."""
+
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray):
+        if len(ids) != len(vectors):
+            raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
+        self._ids = SortedStrings(ids)
+        self.vectors = vectors
+        self._fd: int | None = None
+        self._file = None
+        if isinstance(vectors, np.memmap) and vectors.filename and vectors.flags.c_contiguous:
+            self._file = str(vectors.filename)
+            self._offset = int(vectors.offset)
+            self._row_shape = vectors.shape[1:]
+            self._row_bytes = vectors.dtype.itemsize * int(np.prod(self._row_shape, dtype=int))
+
+    def _descriptor(self) -> int:
+        """The open file, opened once per process (a copy sent to or forked into another
+        process opens its own)."""
+        if self._fd is None or self._pid != os.getpid():
+            self._fd, self._pid = os.open(self._file, os.O_RDONLY), os.getpid()
+        return self._fd
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_fd": None}
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", None) is not None and self._pid == os.getpid():
+            os.close(self._fd)
+            self._fd = None
+
+    def _row(self, sample_id) -> int | None:
+        return self._ids.index(sample_id)
+
+    def __getitem__(self, sample_id: str) -> np.ndarray:
+        row = self._row(sample_id)
+        if row is None:
+            raise KeyError(sample_id)
+        if self._file is None:
+            return self.vectors[row]
+        data = os.pread(self._descriptor(), self._row_bytes, self._offset + row * self._row_bytes)
+        return np.frombuffer(data, self.vectors.dtype).reshape(self._row_shape)
+
+    def __contains__(self, sample_id: object) -> bool:
+        return self._row(sample_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __len__(self) -> int:
+        return len(self._ids)

@@ -1,0 +1,565 @@
+"""The generate stage: samples -> items, task by task, with distractors and balanced letters.
+
+Candidates are taken round-robin over truth labels (each label's candidates in seeded random
+order) until the task's quota is met, so classes are balanced as far as the data allows.
+Items that cannot get enough distinct options are reported as dropped, never emitted short.
+
+Memory stays bounded for the tasks that ask about one sample at a time (``per_sample``
+generators, most of them): the pool is streamed once into a compact plan (sample id,
+position and truth of each candidate), then items are made in blocks, fetching only the
+block's samples; a task whose candidates also depend on the whole pool (instrument presence:
+the tools its source annotates) first reads it streamed through ``scan``; a task whose items
+come from groups of samples (MedSG object tracking: a volume's slices) is planned a group at a
+time; a task whose items show other samples of the pool (MedSG cross-modal partners, referring
+fillers) gets its pool spilled to a temporary file and reads back only the samples it draws.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ..curate.splits import SplitPlan
+from ..errors import RecipeError
+from ..manifest import SourceManifest
+from ..negatives import SAMPLERS, NotEnoughOptions
+from ..negatives.placement import BalancedSlots
+from ..ontology import Ontology
+from ..recipe import Recipe, TaskSpec
+from ..records import Item, Sample
+from ..rng import rng_for
+from ..store.memory import release_freed_memory
+from ..store.packed import PackedStrings
+from ..store.parquet import ItemWriter
+from ..store.sample_spill import SampleSpill
+from ..store.tables import ItemTable, SampleTable, as_sample_source
+from ..tasks import TASKS, Candidate, GenContext, ItemProblem
+from .base import BuildContext, Stage
+
+
+@dataclass
+class GenerateResult:
+    items: list[Item] = field(default_factory=list)  # empty when a sink took them
+    dropped: list[dict] = field(default_factory=list)  # {task, sample_id, reason}
+    shortfall: dict[str, int] = field(default_factory=dict)  # task name -> quota not met
+    count: int = 0  # items made (kept here or given to the sink)
+
+
+def _round_robin(truths: Sequence[str], rng) -> np.ndarray:
+    """Candidate positions, one truth label after another (labels sorted, each label's
+    candidates in seeded random order), so classes are balanced as far as the data allows."""
+    names = sorted(set(truths))
+    rank = {name: r for r, name in enumerate(names)}
+    return _round_robin_codes(np.fromiter((rank[t] for t in truths), np.int64, len(truths)), rng)
+
+
+def _round_robin_codes(ranks: np.ndarray, rng) -> np.ndarray:
+    """:func:`_round_robin` over each candidate's truth as its rank among the sorted truth
+    names: 8 bytes a candidate (the lists of Python ints it replaced took ~60)."""
+    by_rank = np.argsort(ranks, kind="stable")  # each truth's candidates, in position order
+    counts = np.bincount(ranks) if len(ranks) else np.zeros(0, np.int64)
+    depth = np.empty(len(ranks), np.int64)
+    start = 0
+    for n in counts.tolist():  # truths in sorted order, as the seeded draws always came
+        if n:
+            group = by_rank[start : start + n]
+            by_rank[start : start + n] = group[rng.permutation(n)]
+            depth[start : start + n] = np.arange(n)
+            start += n
+    # depth first, then truth: the first candidate of every truth, then the second, ...
+    return by_rank[np.lexsort((ranks[by_rank], depth))]
+
+
+BLOCK = 4096  # candidates turned into items per block (their samples are fetched together)
+
+
+@dataclass(frozen=True, slots=True)
+class _FitRef:
+    """What a visual sampler's fit reads of a sample (its table keeps no Sample objects)."""
+
+    sample_id: str
+    source: str
+    modality: str
+    group_id: str
+
+
+class _FitRefs:
+    """The :class:`_FitRef` of every embedded sample of a pool, packed: ids and groups as
+    :class:`PackedStrings`, sources and modalities as small codes (~60 bytes a sample
+    instead of ~200 as objects); a ref is built when it is read."""
+
+    def __init__(self) -> None:
+        self.ids, self.groups = PackedStrings(), PackedStrings()
+        self.names: list[str] = []  # sources and modalities
+        self._code: dict[str, int] = {}
+        self.sources, self.modalities = array("H"), array("H")
+
+    def _code_of(self, name: str) -> int:
+        code = self._code.get(name)
+        if code is None:
+            code = self._code[name] = len(self.names)
+            self.names.append(name)
+        return code
+
+    def append(self, s: Sample) -> None:
+        self.ids.append(s.sample_id)
+        self.groups.append(s.group_id or "")
+        self.sources.append(self._code_of(s.source))
+        self.modalities.append(self._code_of(s.modality))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, k: int) -> _FitRef:
+        if not -len(self) <= k < len(self):
+            raise IndexError(k)
+        names = self.names
+        return _FitRef(
+            self.ids[k], names[self.sources[k]], names[self.modalities[k]], self.groups[k]
+        )
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self)))
+
+
+@dataclass
+class _Task:
+    """One task being generated: its generator, sampler and pool filter, and for a
+    ``per_sample`` task the plan of its pool, filled by :func:`_plan_pools`: every candidate
+    as (sample row, position among that sample's candidates, truth code), a few bytes each,
+    one sample per answer of each source (enough for the vocabulary) and what a visual
+    sampler is fitted on. No other Sample of the pool is kept."""
+
+    spec: TaskSpec
+    gen: object
+    sampler: object
+    sources: list[str]
+    visual: bool
+    groups: frozenset[str]  # groups the pool must avoid (the benchmark's, for "train" tasks)
+    rows: array = field(default_factory=lambda: array("q"))
+    ordinals: array = field(default_factory=lambda: array("i"))
+    truth_codes: array = field(default_factory=lambda: array("i"))
+    truth_names: dict[str, int] = field(default_factory=dict)
+    vocab_samples: dict[str, dict[str, Sample]] = field(default_factory=dict)
+    fit_refs: _FitRefs = field(default_factory=_FitRefs)
+    fit_labels: list[str | None] = field(default_factory=list)
+    # a task planned by groups (``pool_group``): the rows of each group, in key order; its
+    # plan's ``rows`` then hold group numbers
+    members: list[array] | None = None
+    pool: SampleSpill | list | None = None  # a draws_from_pool task's pool (on disk)
+
+    def in_pool(self, s: Sample) -> bool:
+        return s.source in self.sources and self.spec.accepts(s) and s.group_id not in self.groups
+
+
+def _new_pool(task: _Task, source) -> SampleSpill | list | None:
+    """Where a ``draws_from_pool`` task's pool is gathered while it is planned: on disk from a
+    table (its samples round-trip through their rows exactly), as references from a list that
+    is held anyway."""
+    if not task.gen.draws_from_pool:
+        return None
+    return SampleSpill() if isinstance(source, SampleTable) else []
+
+
+def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
+    """One streaming pass over the samples plans every ``per_sample`` task of a phase."""
+    for task in tasks:
+        task.vocab_samples = {src: {} for src in task.sources}
+        task.pool = _new_pool(task, source)
+        if task.gen.scans_pool:  # what one sample's candidates need to know of the others
+            task.gen.scan(s for b in source.numbered_batches() for _, s in b if task.in_pool(s))
+    for batch in source.numbered_batches():
+        for row, s in batch:
+            for task in tasks:
+                if not task.in_pool(s):
+                    continue
+                if task.pool is not None:
+                    task.pool.append(s)
+                cands = task.gen.candidates([s])
+                for k, c in enumerate(cands):
+                    task.rows.append(row)
+                    task.ordinals.append(k)
+                    task.truth_codes.append(
+                        task.truth_names.setdefault(c.truth, len(task.truth_names))
+                    )
+                    # a per-sample task's vocabulary is the set of its candidates' truths (plus
+                    # fixed extras), so one sample per truth gives the same vocabulary
+                    task.vocab_samples[s.source].setdefault(c.truth, s)
+                if task.visual and s.sample_id in embeddings:
+                    task.fit_refs.append(s)
+                    task.fit_labels.append(cands[0].truth if cands else None)
+
+
+def _plan_grouped(task: _Task, source) -> dict[str, list[str]]:
+    """Plan a task whose candidates come from groups of samples (``pool_group``: a volume's
+    slices along one axis, a video's frames) without holding the pool: one pass collects each
+    group's row numbers, a second hands each group's samples to ``candidates`` as soon as the
+    group is complete and keeps only the truths. Returns the vocabulary per source."""
+    gen = task.gen
+    keyed: dict = {}
+    for batch in source.numbered_batches():
+        for row, s in batch:
+            if task.in_pool(s) and (key := gen.pool_group(s)) is not None:
+                keyed.setdefault(key, array("q")).append(row)
+    keys = sorted(keyed)  # the order the held pool's candidates come in
+    number = {key: g for g, key in enumerate(keys)}
+    task.members = [keyed.pop(key) for key in keys]
+    pending: dict[int, list[Sample]] = {}
+    codes: list[array] = [array("i") for _ in keys]
+    truths: dict[str, set[str]] = defaultdict(set)
+    for batch in source.numbered_batches():
+        for _, s in batch:
+            if not task.in_pool(s) or (key := gen.pool_group(s)) is None:
+                continue
+            g = number[key]
+            group = pending.setdefault(g, [])
+            group.append(s)
+            if len(group) < len(task.members[g]):
+                continue
+            del pending[g]
+            for c in gen.candidates(group):
+                codes[g].append(task.truth_names.setdefault(c.truth, len(task.truth_names)))
+                truths[c.sample.source].add(c.truth)
+    for g, group_codes in enumerate(codes):
+        for k, code in enumerate(group_codes):
+            task.rows.append(g)
+            task.ordinals.append(k)
+            task.truth_codes.append(code)
+    return {src: sorted(truths.get(src, ())) for src in task.sources}
+
+
+def _fit(sampler, spec: TaskSpec, refs, labels, embeddings, seed: int) -> None:
+    """Give a visual sampler the embedded samples of the task's pool, labelled by their truth.
+
+    A sampler that reads only some rows (``reads_rows``: ``visual_class`` compares with a
+    drawn library) gets them on demand; one that indexes every vector gets one array of them.
+    """
+    if not refs:
+        raise RecipeError(f"task {spec.name!r}: none of its samples could be embedded")
+    rows = _PoolVectors(refs, embeddings)
+    if getattr(sampler, "reads_rows", False):
+        vectors = rows
+    else:
+        first = rows[0]
+        vectors = np.empty((len(refs), first.shape[-1]), np.float32)  # filled row by row: no
+        for k in range(len(refs)):  # list of per-row views, no second stacked copy
+            vectors[k] = rows[k]
+    sampler.fit(refs, vectors, labels, rng=rng_for(seed, "fit", spec.name))
+
+
+class _PoolVectors:
+    """Row ``k`` = the vector of ``refs[k]``, read from ``embeddings`` (sample id -> vector)
+    when asked for; indexed like an array by a row number or an array of row numbers."""
+
+    def __init__(self, refs, embeddings):
+        self.refs, self.embeddings = refs, embeddings
+
+    def __len__(self) -> int:
+        return len(self.refs)
+
+    def __getitem__(self, rows) -> np.ndarray:
+        if isinstance(rows, int | np.integer):
+            return np.asarray(self.embeddings[self.refs[rows].sample_id])
+        rows = np.asarray(rows).tolist()
+        if not rows:
+            return np.zeros((0, 0), np.float32)
+        out = np.empty((len(rows), self[rows[0]].shape[-1]), np.float32)
+        for k, r in enumerate(rows):
+            out[k] = self[r]
+        return out
+
+
+def _no_embeddings(spec: TaskSpec) -> RecipeError:
+    return RecipeError(
+        f"task {spec.name!r}: strategy {spec.negatives.strategy!r} needs image embeddings",
+        fix="this is a bug: the pipeline embeds samples when a visual strategy is used",
+    )
+
+
+def _blocks(task: _Task, order: Sequence[int]) -> Iterator[Sequence[int]]:
+    """``order`` cut into blocks of at most ``BLOCK`` candidates whose samples (the group's,
+    for a task planned by groups) number at most ``BLOCK`` too, unless one group has more."""
+    members = task.members
+    if members is None:
+        for start in range(0, len(order), BLOCK):
+            yield order[start : start + BLOCK]
+        return
+    block: list[int] = []
+    units: set[int] = set()
+    fetched = 0
+    for k in order:
+        unit = task.rows[k]
+        if unit not in units and block and fetched + len(members[unit]) > BLOCK:
+            yield block
+            block, units, fetched = [], set(), 0
+        if unit not in units:
+            units.add(unit)
+            fetched += len(members[unit])
+        block.append(k)
+        if len(block) == BLOCK:
+            yield block
+            block, units, fetched = [], set(), 0
+    if block:
+        yield block
+
+
+def _planned_candidates(task: _Task, order: Sequence[int], source) -> Iterable[Candidate]:
+    """The candidates at ``order``, rebuilt block by block from freshly fetched samples."""
+    names = list(task.truth_names)
+    members = task.members
+    for block in _blocks(task, order):
+        units = {task.rows[k] for k in block}
+        if members is None:
+            found = source.take(units)
+            samples_of = {u: [found[u]] for u in units}
+        else:
+            found = source.take(r for u in units for r in members[u])
+            samples_of = {u: [found[r] for r in members[u]] for u in units}
+        cands: dict[int, list[Candidate]] = {}
+        for k in block:
+            row = task.rows[k]
+            if row not in cands:
+                cands[row] = task.gen.candidates(samples_of[row])
+            cand = cands[row][task.ordinals[k]]
+            if cand.truth != names[task.truth_codes[k]]:  # the table changed: never guess
+                raise RuntimeError(f"sample {cand.sample.sample_id!r} changed during generate")
+            yield cand
+        del found, samples_of, cands
+        release_freed_memory(collect=False)
+
+
+def _order_of_plan(task: _Task, rng) -> np.ndarray:
+    """The round-robin order of a planned task's candidates (truth codes ranked by name)."""
+    names = list(task.truth_names)
+    rank_of_code = np.empty(len(names), np.int64)
+    rank_of_code[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
+    codes = np.frombuffer(task.truth_codes, f"i{task.truth_codes.itemsize}")  # C int: no copy
+    return _round_robin_codes(rank_of_code[codes], rng)
+
+
+def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
+    """``(vocab, pool, candidates in round-robin order)`` of one task."""
+    spec, gen = task.spec, task.gen
+    if gen.per_sample:  # planned by the phase's shared pass
+        vocab = {s: gen.vocabulary(list(task.vocab_samples[s].values())) for s in task.sources}
+        if task.visual:
+            _fit(task.sampler, spec, task.fit_refs, task.fit_labels, embeddings, seed)
+        order = _order_of_plan(task, rng)
+        task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
+        pool, task.pool = task.pool if task.pool is not None else (), None
+        return vocab, pool, _planned_candidates(task, order, source)
+    if gen.groups_pool and not task.visual:  # planned group by group, the pool not held
+        vocab = _plan_grouped(task, source)
+        order = _order_of_plan(task, rng)
+        return vocab, (), _planned_candidates(task, order, source)
+    # any other task (a custom one pairing samples across the pool): the pool is held
+    pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))
+    vocab = {src: gen.vocabulary([s for s in pool if s.source == src]) for src in task.sources}
+    if task.visual:
+        refs, labels = [], []
+        for s in pool:
+            if s.sample_id in embeddings:
+                truths = [c.truth for c in gen.candidates([s])]
+                refs.append(_FitRef(s.sample_id, s.source, s.modality, s.group_id))
+                labels.append(truths[0] if truths else None)
+        _fit(task.sampler, spec, refs, labels, embeddings, seed)
+    cands = gen.candidates(pool)
+    return vocab, pool, (cands[k] for k in _round_robin([c.truth for c in cands], rng))
+
+
+def generate_items(
+    recipe: Recipe,
+    samples: Iterable[Sample],
+    manifests: dict[str, SourceManifest],
+    progress: bool = True,
+    embeddings: dict[str, np.ndarray] | None = None,
+    out_dir: Path | None = None,
+    roots: dict[str, Path] | None = None,
+    sink: Callable[[Item], None] | None = None,
+) -> GenerateResult:
+    """Items for every task of the recipe; ``embeddings`` (sample_id -> vector) feed the
+    visual negative strategies; ``out_dir`` receives images a task synthesises. With ``sink``
+    each item is handed to it as it is made (e.g. written out) instead of kept in memory.
+
+    ``samples`` may be a list or a :class:`~medvqa_build.tables.SampleTable`; a table is
+    read a batch at a time and never held whole (except by tasks that pair samples across it)."""
+    result = GenerateResult()
+    run = _Run(
+        recipe=recipe,
+        source=as_sample_source(samples),
+        embeddings=embeddings,
+        ontologies={sid: Ontology.from_mapping(m.ontology) for sid, m in manifests.items()},
+        slots=BalancedSlots(rng_for(recipe.seed, "answer-slots")),
+        manifests=manifests,
+        out_dir=out_dir,
+        roots=dict(roots or {}),
+        keep=sink if sink is not None else result.items.append,
+        result=result,
+        test_groups=set(),
+        progress=progress,
+    )
+    # benchmark tasks first, so instruction-tuning ("train") tasks can avoid their groups
+    specs = sorted(recipe.tasks, key=lambda t: t.split != "test")
+    phases = [[t for t in specs if t.split == "test"], [t for t in specs if t.split != "test"]]
+    for phase in phases:
+        tasks = []
+        for spec in phase:
+            sampler = SAMPLERS.get(spec.negatives.strategy)(**spec.negatives.params)
+            visual = bool(getattr(sampler, "needs_embeddings", False))
+            if visual and embeddings is None:
+                raise _no_embeddings(spec)
+            tasks.append(
+                _Task(
+                    spec=spec,
+                    gen=TASKS.get(spec.generator)(spec.params),
+                    sampler=sampler,
+                    sources=spec.sources or [s.id for s in recipe.sources],
+                    visual=visual,
+                    groups=frozenset(run.test_groups) if spec.split == "train" else frozenset(),
+                )
+            )
+        _plan_pools([t for t in tasks if t.gen.per_sample], run.source, embeddings)
+        for task in tasks:
+            _generate_task(task, run)
+            task.rows = task.ordinals = task.truth_codes = array("q")  # free the plan
+    return result
+
+
+@dataclass
+class _Run:
+    """What every task of one ``generate_items`` call shares."""
+
+    recipe: Recipe
+    source: object  # SampleTable | SampleList
+    embeddings: object
+    ontologies: dict[str, Ontology]
+    slots: BalancedSlots
+    manifests: dict[str, SourceManifest]
+    out_dir: Path | None
+    roots: dict[str, Path]
+    keep: Callable[[Item], None]
+    result: GenerateResult
+    test_groups: set[str]  # groups of the benchmark items made so far
+    progress: bool
+
+
+def _generate_task(task: _Task, run: _Run) -> None:
+    """Make one task's items, in round-robin order, until its quota is met."""
+    spec, gen = task.spec, task.gen
+    rng = rng_for(run.recipe.seed, "generate", spec.name)
+    vocab, pool, candidates = _candidates_in_order(
+        task, run.source, run.embeddings, run.recipe.seed, rng
+    )
+    ctx = GenContext(
+        recipe=run.recipe,
+        spec=spec,
+        rng=rng,
+        sampler=task.sampler,
+        slots=run.slots,
+        vocab=vocab,
+        ontologies=run.ontologies,
+        manifests=run.manifests,
+        out_dir=run.out_dir,
+        pool=pool,
+        roots=dict(run.roots),
+    )
+    made, quota = 0, run.recipe.quota(spec)
+    bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not run.progress, leave=False)
+    for cand in candidates:
+        if made >= quota:
+            break
+        if task.visual and cand.sample.sample_id not in run.embeddings:
+            run.result.dropped.append(
+                {
+                    "task": spec.name,
+                    "sample_id": cand.sample.sample_id,
+                    "reason": "image could not be embedded for visual negatives",
+                }
+            )
+            continue
+        try:
+            item = gen.make_item(cand, ctx, made)
+            if spec.split != "test":
+                item = item.replace(split=spec.split)
+        except (NotEnoughOptions, ItemProblem) as exc:
+            run.result.dropped.append(
+                {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
+            )
+            continue
+        run.keep(item)
+        run.result.count += 1
+        if spec.split == "test":
+            by_id = {s.sample_id: s for s in cand.all_samples}
+            missing = [i for i in item.sample_ids if i not in by_id]
+            if missing:  # an item may show pool samples besides its candidate's
+                by_id.update(run.source.get(missing))
+            run.test_groups.update(by_id[i].group_id for i in item.sample_ids if i in by_id)
+        made += 1
+        bar.update()
+    bar.close()
+    if made < quota:
+        run.result.shortfall[spec.name] = quota - made
+
+
+class Generate(Stage):
+    """``items.parquet``: every task's items (questions, options, answers, planned prompt
+    geometry); ``dropped.json``: the candidates that could not become items, and why.
+
+    With a curate ``split`` the splits are assigned over the whole set: items go to a first
+    file while a packed plan of their strata and samples is kept, then are copied with the
+    splits the plan assigns."""
+
+    name = "generate"
+
+    def inputs(self, ctx: BuildContext, key: str) -> Any:
+        recipe = ctx.recipe
+        return {
+            "convert": ctx.fingerprints("convert"),
+            "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
+            "seed": recipe.seed,
+            "benchmark": recipe.benchmark,
+            "embed": next(iter(ctx.fingerprints("embed")), None),
+            "curate": next(iter(ctx.fingerprints("curate")), None),
+        }
+
+    def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
+        split = ctx.curate_spec.split if ctx.curate_spec is not None else None
+        plan = SplitPlan(split) if split is not None else None
+        first = out / ("items.unsplit.parquet" if plan is not None else "items.parquet")
+        with ItemWriter(first) as writer:
+
+            def keep(item: Item) -> None:
+                if plan is not None:
+                    plan.add(item)
+                writer.add(item)
+
+            result = generate_items(
+                ctx.recipe,
+                ctx.samples,
+                ctx.manifests,
+                progress=ctx.progress,
+                embeddings=ctx.embeddings,
+                out_dir=out,
+                roots=ctx.roots,
+                sink=keep,
+            )
+        if plan is not None:
+            splits = plan.assign(ctx.samples, ctx.recipe.seed)
+            with ItemWriter(out / "items.parquet") as writer:
+                for k, item in enumerate(ItemTable(first)):
+                    writer.add(item.replace(split=splits[k]))
+            first.unlink()
+        (out / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
+        return {
+            "items": result.count,
+            "dropped": len(result.dropped),
+            "shortfall": {**result.shortfall, **ctx.skipped},
+        }

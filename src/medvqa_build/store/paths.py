@@ -1,0 +1,121 @@
+"""Paths inside a source root: containment checks for paths read from a dataset's own
+tables, and sorted, stable walks of its folders."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+import re
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..errors import ImageProblem
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")
+
+
+def contained_path(root: Path, rel: str | Path, link_free: set[str] | None = None) -> Path:
+    """``root / rel``, or :class:`ImageProblem` when that would leave ``root`` (see
+    :meth:`ScanContext.safe_path`).
+
+    ``link_free`` (one set per scan of one root) remembers the folders found free of symbolic
+    links, so a scan checks each folder once and then only each file (one ``lstat``).
+    """
+    problem, norm = _containment(root, rel, link_free)
+    if problem is not None:
+        raise ImageProblem(problem)
+    return root / norm
+
+
+def path_problem(root: Path, rel: str | Path, link_free: set[str] | None = None) -> str | None:
+    """Why :func:`contained_path` would refuse ``rel`` (its message), or None; no Path is
+    built, so a check of every sample's file costs one ``lstat`` with ``link_free``."""
+    return _containment(root, rel, link_free)[0]
+
+
+def _containment(root: Path, rel: str | Path, link_free: set[str] | None) -> tuple[str | None, str]:
+    text = str(rel).replace("\\", "/")
+    if text.startswith("/") or _DRIVE.match(text):
+        return f"path {text!r} is absolute; expected a path inside the source root", text
+    norm = posixpath.normpath(text)
+    if norm == ".." or norm.startswith("../"):
+        return f"path {text!r} leaves the source root through '..'; refused", norm
+    if not _has_link_below(str(root), norm, link_free):
+        # no symbolic link between root and the file: ``root / norm`` resolves to
+        # ``resolve(root) / norm``, inside the root (a missing part ends the walk, as it
+        # ends resolve's)
+        return None, norm
+    try:
+        real = (root / norm).resolve()
+        real_root = root.resolve()
+    except (OSError, RuntimeError):
+        return f"path {text!r} is a symbolic link loop", norm
+    if not real.is_relative_to(real_root):
+        return f"path {text!r} is a symbolic link to a file outside the source root", norm
+    return None, norm
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def _has_link_below(root: str, norm: str, link_free: set[str] | None = None) -> bool:
+    """Whether any part of ``root/norm`` below ``root`` is a symbolic link (one ``lstat`` per
+    part not yet in ``link_free``; the full ``resolve`` is needed only when one is)."""
+    if norm == ".":
+        return False
+    folder, _, name = norm.rpartition("/")
+    if folder and link_free is not None and folder in link_free:
+        parts, current = [name], os.path.join(root, folder)
+    else:
+        parts, current = norm.split("/"), root
+    for part in parts:
+        current = os.path.join(current, part)
+        try:
+            mode = os.lstat(current).st_mode
+        except OSError:
+            return False  # missing (or not a folder): nothing below it can be a link
+        if stat.S_ISLNK(mode):
+            return True
+    if folder and link_free is not None:
+        link_free.add(folder)  # every part of it was looked at: none is a link
+    return False
+
+
+def sorted_files(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[Path]:
+    """Files under ``folder`` (recursive) with one of ``extensions``, in a stable order."""
+    return [Path(dirpath) / name for dirpath, name in walk_files(folder, extensions)]
+
+
+def walk_files(
+    folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS
+) -> Iterator[tuple[str, str]]:
+    """:func:`sorted_files` as ``(folder path, file name)`` strings, same order: a layout that
+    scans a million files need not build a :class:`~pathlib.Path` for each."""
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in sorted(filenames):
+            if name.lower().endswith(extensions) and not name.startswith("."):
+                yield dirpath, name
+
+
+def without_suffix(rel: str) -> str:
+    """``Path(rel).with_suffix("").as_posix()`` for a normalised posix ``rel`` (the sample key
+    of an image path), without building a Path."""
+    slash = rel.rfind("/") + 1
+    dot = rel.rfind(".", slash)
+    return rel[:dot] if slash < dot < len(rel) - 1 else rel
+
+
+def tree_fingerprint(root: Path) -> str:
+    """Cheap content proxy of a folder: relative paths, sizes and mtimes of every file."""
+    entries = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            st = path.stat()
+            entries.append((path.relative_to(root).as_posix(), st.st_size, st.st_mtime_ns))
+    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()

@@ -1,0 +1,172 @@
+"""The package's layers (ARCHITECTURE.md): imports only go down, there is no import cycle, and
+an import inside a function is there only for a module that needs an optional dependency.
+
+    core contracts and storage -> inputs -> domain libraries -> stages -> pipeline -> surface
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import medvqa_build
+
+PACKAGE = Path(medvqa_build.__file__).resolve().parent
+LAYERS = {
+    # core: contracts, vocabularies and disk primitives, importing nothing above them
+    "_version": 0, "errors": 0, "registry": 0, "rng": 0, "vocab": 0, "records": 0, "schema": 0,
+    "geometry": 0, "ontology": 0, "store": 0,
+    # inputs: what a build reads
+    "recipe": 1, "manifest": 1, "media": 1, "layouts": 1, "sources": 1,
+    # domain libraries
+    "tasks": 2, "negatives": 2, "render": 2, "curate": 2, "validate": 2, "export": 2, "eval": 2,
+    # the stages and where their work runs
+    "stages": 3, "executors": 3,
+    # chaining the stages; the build folder
+    "pipeline": 4,
+    # the surface
+    "api": 5, "cli": 5, "review": 5, "__init__": 5, "__main__": 5,
+}  # fmt: skip
+# modules that import an optional dependency (ray, torch/open_clip) at their top: the only
+# targets an import inside a function may have, so a build without the extra still imports
+OPTIONAL = {"executors.ray_executor", "negatives.open_clip_embedder"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _target(module: str, path: Path, node: ast.ImportFrom) -> list[str]:
+    """The package modules an import statement loads (a name may be a submodule)."""
+    if node.level == 0:
+        if not (node.module or "").startswith("medvqa_build"):
+            return []
+        base = node.module.split(".")[1:]
+    else:
+        base = (
+            module.split(".")
+            if path.name == "__init__.py" and module != "__init__"
+            else (module.split(".")[:-1])
+        )
+        base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+        base = base + (node.module.split(".") if node.module else [])
+    name = ".".join(base) or "__init__"
+    subs = [f"{name}.{a.name}" if base else a.name for a in node.names]
+    out = [s for s in subs if s in MODULES]
+    if name in MODULES and len(out) < len(subs):  # a name defined in the module itself
+        out.append(name)
+    return out
+
+
+def _imports() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
+    """Module-level import graph, and every import inside a function."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    inner = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text())
+        functions = [
+            n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        nested = {id(n) for f in functions for n in ast.walk(f) if isinstance(n, ast.ImportFrom)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for target in _target(module, path, node):
+                if target == module:
+                    continue
+                if id(node) in nested:
+                    inner.append((module, target, node.lineno))
+                else:
+                    graph[module].add(target)
+    return graph, inner
+
+
+def _layer(module: str) -> int:
+    return LAYERS[module.split(".")[0]]
+
+
+@pytest.mark.parametrize("module", sorted(set(MODULES) - {"__main__"}))
+def test_every_module_imports(module):
+    """Also the modules no other module imports at start (a stale import shows here)."""
+    if module in OPTIONAL:
+        pytest.importorskip(module.split(".")[-1].replace("_executor", "").replace("_embedder", ""))
+    importlib.import_module("medvqa_build" + ("" if module == "__init__" else f".{module}"))
+
+
+def test_every_module_has_a_layer():
+    assert not [m for m in MODULES if m.split(".")[0] not in LAYERS]
+
+
+def test_imports_only_go_down():
+    graph, _ = _imports()
+    upward = sorted(
+        f"{m} (layer {_layer(m)}) imports {t} (layer {_layer(t)})"
+        for m, targets in graph.items()
+        for t in targets
+        if _layer(t) > _layer(m)
+    )
+    assert not upward, "\n".join(upward)
+
+
+def test_no_import_cycle():
+    graph, _ = _imports()
+    # Tarjan's strongly connected components: a component of two or more is a cycle
+    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(MODULES):
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_imports_inside_functions_only_for_optional_dependencies():
+    _, inner = _imports()
+    bad = sorted(f"{m}:{line} imports {t}" for m, t, line in inner if t not in OPTIONAL)
+    assert not bad, "\n".join(bad)
+
+
+def test_no_function_is_longer_than_80_lines():
+    """Long functions hide their steps (issue 24): split them into named helpers."""
+    long = []
+    for module, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n >= 80:
+                    long.append(f"{module}.{node.name}: {n} lines")
+    assert not long, long
