@@ -35,6 +35,7 @@ QUICK: dict[str, list[str]] = {
     "knn": ["--sk-queries", "2000", "--repeats", "1"],  # 100k self pass; sklearn on 2k, x50
     "memory": ["--convert-sizes", "1000,10000", "--build-sizes", "200,2000"],
     "neighbor_memory": ["--sizes", "3000,30000", "--queries", "300", "--memory-mib", "16"],
+    "noop_rerun": ["--reruns", "5"],
     "offline_embed": ["--images", "300", "--repeats", "5"],
     "rebuild": ["--images", "500"],
     "render": ["--images", "30", "--repeat", "2"],

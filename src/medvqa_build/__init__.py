@@ -3,20 +3,46 @@
 >>> import medvqa_build as mb
 >>> result = mb.build("recipes/demo.yaml", "demo-out")      # doctest: +SKIP
 >>> result.items_frame().head()                            # doctest: +SKIP
+
+The public names load on first use (PEP 562), so ``import medvqa_build`` and the CLI's
+``--help`` or no-op rerun do not import the pipeline and its libraries.
 """
 
-from ._version import __version__  # noqa: E402, F401
-from .api import (  # noqa: E402
-    build,
-    convert_source,
-    inspect_source,
-    list_sources,
-    load_recipe,
-    load_source,
-    make_synthetic,
-)
-from .recipe import Recipe  # noqa: E402
-from .records import Item, MaskRef, Region, Sample  # noqa: E402
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from ._version import __version__  # noqa: F401
+
+if TYPE_CHECKING:
+    from .api import (
+        build,
+        convert_source,
+        inspect_source,
+        list_sources,
+        load_recipe,
+        load_source,
+        make_synthetic,
+    )
+    from .recipe import Recipe
+    from .records import Item, MaskRef, Region, Sample
+
+# public name -> the module that defines it
+_PUBLIC = {
+    "Item": "records",
+    "MaskRef": "records",
+    "Recipe": "recipe",
+    "Region": "records",
+    "Sample": "records",
+    "build": "api",
+    "convert_source": "api",
+    "inspect_source": "api",
+    "list_sources": "api",
+    "load_recipe": "api",
+    "load_source": "api",
+    "make_synthetic": "api",
+}
 
 __all__ = [
     "Item",
@@ -32,3 +58,15 @@ __all__ = [
     "load_source",
     "make_synthetic",
 ]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'medvqa_build' has no attribute {name!r}")
+    value = getattr(import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -150,6 +150,11 @@ def export_build(
     return target, len(items)
 
 
+def export_formats() -> list[str]:
+    """The registered export formats, in the order ``export`` lists them."""
+    return EXPORTERS.registered()
+
+
 def push_build(build_dir: str | os.PathLike, repo_id: str, **options) -> PushResult:
     """Publish a build's HF export to the Hub (see :func:`medvqa_build.export.hub.push`)."""
     return push(build_dir, repo_id, **options)

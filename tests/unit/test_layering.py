@@ -34,6 +34,13 @@ LAYERS = {
 # modules that import an optional dependency (ray, torch/open_clip) at their top: the only
 # targets an import inside a function may have, so a build without the extra still imports
 OPTIONAL = {"executors.ray_executor", "negatives.open_clip_embedder"}
+# the CLI's command modules import the API inside the command that runs (issue 28): `--help`
+# and a no-op rerun then never load the pipeline and its libraries
+DEFERRED = {("cli", "api")}
+
+
+def _allowed_inside(module: str, target: str) -> bool:
+    return target in OPTIONAL or (module.split(".")[0], target) in DEFERRED
 
 
 def _modules() -> dict[str, Path]:
@@ -156,7 +163,7 @@ def test_no_import_cycle():
 
 def test_imports_inside_functions_only_for_optional_dependencies():
     _, inner = _imports()
-    bad = sorted(f"{m}:{line} imports {t}" for m, t, line in inner if t not in OPTIONAL)
+    bad = sorted(f"{m}:{line} imports {t}" for m, t, line in inner if not _allowed_inside(m, t))
     assert not bad, "\n".join(bad)
 
 

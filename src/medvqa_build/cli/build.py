@@ -7,17 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..api import (
-    build,
-    convert_source,
-    inspect_source,
-    list_sources,
-    load_recipe,
-    make_synthetic,
-    quarantine_of,
-    resolve_source,
-)
 from ..errors import RecipeError
+from . import noop
 
 
 def _scenes(m) -> list[str]:
@@ -26,6 +17,8 @@ def _scenes(m) -> list[str]:
 
 
 def _cmd_sources(args) -> int:
+    from ..api import list_sources
+
     rows = []
     for s in list_sources():
         m = s.manifest
@@ -88,6 +81,8 @@ def labels_missing_summary(counts: dict) -> str | None:
 
 
 def _cmd_convert(args) -> int:
+    from ..api import convert_source, quarantine_of, resolve_source
+
     out = Path(args.output)
     print(resolve_source(args.source, args.root).line())
     counts = convert_source(
@@ -113,6 +108,8 @@ def _cmd_convert(args) -> int:
 
 
 def _cmd_inspect(args) -> int:
+    from ..api import inspect_source
+
     report = inspect_source(args.source, args.root, limit=args.limit, verify=args.verify)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -122,6 +119,8 @@ def _cmd_inspect(args) -> int:
 
 
 def _cmd_make_synthetic(args) -> int:
+    from ..api import make_synthetic
+
     root = make_synthetic(
         args.source,
         args.root,
@@ -136,12 +135,23 @@ def _cmd_make_synthetic(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    out = noop.output_dir(args.recipe, args.output, args.set)
+    flags = {"force": args.force, "allow_missing": args.allow_missing}
+    key = None if out is None or args.verbose else noop.run_key(args.recipe, args.set, flags)
+    if key is not None and (lines := noop.replay(out, key)) is not None:
+        print("\n".join(lines))
+        return 0
+    from ..api import build, load_recipe
+
     recipe = load_recipe(args.recipe, args.set)
-    out = Path(args.output or f"build/{recipe.name}")
-    _print_roots(recipe)
+    out_dir = Path(args.output or f"build/{recipe.name}")
+    if out is not None:
+        noop.forget(out)
+    head = _root_lines(recipe)
+    print("\n".join(head)) if head else None
     result = build(
         recipe,
-        out,
+        out_dir,
         progress=not args.quiet,
         force_export=args.force,
         allow_missing=args.allow_missing,
@@ -149,56 +159,83 @@ def _cmd_run(args) -> int:
         executor=args.executor,
         executor_options={"address": args.ray_address} if args.ray_address else None,
     )
+    print("\n".join(_run_lines(result, out_dir)))
+    if key is not None and out_dir == out:
+        rerun = head + _run_lines(result, out_dir, as_rerun=True)
+        noop.record(out_dir, key, rerun, _roots(recipe), result.reused_report_text())
+    return 0
+
+
+def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
+    """What ``run`` prints after a build; ``as_rerun``: as a rerun reusing every stage would."""
+    lines = []
     for st in result.stages:
-        state = "reused" if st.reused else "built"
-        print(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
+        state = "reused" if st.reused or as_rerun else "built"
+        lines.append(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
     r = result.report
     for sid, c in r["sources"].items():
-        print(
+        lines.append(
             f"{sid}: found {c['found']}, converted {c['converted']}, quarantined "
             f"{c['quarantined']}; {parts_summary(c)}"
         )
         if c.get("tasks_losing_input"):
-            print(f"  tasks losing {sid}'s input: {', '.join(c['tasks_losing_input'])}")
+            lines.append(f"  tasks losing {sid}'s input: {', '.join(c['tasks_losing_input'])}")
         if line := labels_missing_summary(c):
-            print(f"  {line}")
+            lines.append(f"  {line}")
     if r.get("missing_sources"):
-        print("missing sources: " + "; ".join(r["missing_sources"]))
+        lines.append("missing sources: " + "; ".join(r["missing_sources"]))
     if r.get("shortfall"):
-        print("quota shortfall: " + ", ".join(f"{k}: {v}" for k, v in r["shortfall"].items()))
-    print(
+        lines.append(
+            "quota shortfall: " + ", ".join(f"{k}: {v}" for k, v in r["shortfall"].items())
+        )
+    lines.append(
         f"items: {r['items']} ({', '.join(f'{k}: {v}' for k, v in r['items_per_task'].items())}); "
         f"dropped {r['dropped']}; validation problems {r['validation']['problems']}"
     )
-    reused = sum(s.reused for s in result.stages)
-    print(
-        f"stages reused: {reused}/{len(result.stages)}"
-        + (" (nothing rebuilt)" if result.reused_all else "")
+    reused = len(result.stages) if as_rerun else sum(s.reused for s in result.stages)
+    nothing = as_rerun or result.reused_all
+    lines.append(
+        f"stages reused: {reused}/{len(result.stages)}" + (" (nothing rebuilt)" if nothing else "")
     )
-    print(
-        f"exports: {', '.join(str(out / f) for f in recipe.export.formats)}; "
+    lines.append(
+        f"exports: {', '.join(str(out / f) for f in result.recipe.export.formats)}; "
         f"report: {out / 'report.md'}"
     )
     stale = result.unused_stage_folders()
     if stale:
-        print(
+        lines.append(
             f"{len(stale)} stage folder(s) from earlier runs are not used by this build "
             f"(a cache): `medvqa-build clean {out}` deletes them, --dry-run lists them"
         )
-    return 0
+    return lines
 
 
-def _print_roots(recipe) -> None:
-    """The root resolution line of each source with a root, before anything converts (a
-    missing or unset root is left to the build, which names every missing source at once)."""
+def _resolved_roots(recipe) -> list[tuple[str, Path]]:
+    """``(source id, root)`` of each source whose root resolves (an unset variable is left to
+    the build, which names every missing source at once)."""
+    found = []
     for spec in recipe.sources:
         try:
             root = recipe.resolved_root(spec)
         except RecipeError:
             continue
-        if root is None or not root.is_dir():
-            continue
-        print(resolve_source(spec.id, root).line())
+        if root is not None:
+            found.append((spec.id, root))
+    return found
+
+
+def _roots(recipe) -> list[Path]:
+    """The roots a no-op rerun must find unchanged."""
+    return [root for _, root in _resolved_roots(recipe)]
+
+
+def _root_lines(recipe) -> list[str]:
+    """The root resolution line of each source whose root exists, before anything converts."""
+    from ..api import resolve_source
+
+    return [
+        resolve_source(sid, root).line() for sid, root in _resolved_roots(recipe) if root.is_dir()
+    ]
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..api import clean_build, export_build, push_build, validate_build
-from ..export import EXPORTERS
-
 
 def _cmd_validate(args) -> int:
+    from ..api import validate_build
+
     report_dir = Path(args.dir) / "validation"
     result = validate_build(args.dir, report_dir=report_dir)
     for p in result.problems[:50]:
@@ -22,6 +21,8 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_clean(args) -> int:
+    from ..api import clean_build
+
     stale = clean_build(args.dir, dry_run=args.dry_run)
     for s in stale:
         print(f"  {s.path.relative_to(Path(args.dir).resolve())}  {s.bytes / 2**20:,.1f} MiB")
@@ -32,12 +33,16 @@ def _cmd_clean(args) -> int:
 
 
 def _cmd_export(args) -> int:
+    from ..api import export_build
+
     out, count = export_build(args.dir, args.format, args.output, force=args.force)
     print(f"exported {count} items as {args.format} to {out}")
     return 0
 
 
 def _cmd_push(args) -> int:
+    from ..api import push_build
+
     result = push_build(
         args.dir,
         args.repo_id,
@@ -52,6 +57,24 @@ def _cmd_push(args) -> int:
     where = result.pr_url or f"{result.url} ({result.revision})"
     print(f"pushed {result.files} file(s) in {len(result.commits)} commit(s) to {where}")
     return 0
+
+
+class _FormatOption(argparse.Action):
+    """``--format FORMAT``. Its help names the registered export formats, read only when the
+    help is shown: listing them imports every exporter, which ``--help`` should not pay."""
+
+    @property
+    def help(self) -> str:
+        from ..api import export_formats
+
+        return "export format: " + ", ".join(export_formats())
+
+    @help.setter
+    def help(self, value) -> None:  # argparse assigns the default help; the property answers
+        pass
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, values)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -95,11 +118,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
         description="Write one export format of a finished build.",
     )
     p.add_argument("dir", metavar="DIR", help="build directory")
-    p.add_argument(
-        "--format",
-        required=True,
-        help="export format: " + ", ".join(EXPORTERS.registered()),
-    )
+    p.add_argument("--format", required=True, action=_FormatOption)
     p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
     p.add_argument(
         "--force", action="store_true", help="export even if validation fails (the card says so)"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..api import apply_review, build_item_count, preview_build
-
 
 def _cmd_preview(args) -> int:
+    from ..api import build_item_count, preview_build
+
     page = preview_build(
         args.dir, args.output, sample=args.sample, seed=args.seed, progress=not args.quiet
     )
@@ -26,6 +26,8 @@ LARGE_PAGE = 5000  # items on one page before the command suggests --sample
 
 
 def _cmd_review_apply(args) -> int:
+    from ..api import apply_review
+
     entry = apply_review(args.dir, args.decisions, progress=not args.quiet)
     print(
         f"applied {args.decisions}: {entry['items_before']} -> {entry['items_after']} items "

@@ -9,6 +9,7 @@ and ``checksums.sha256`` of every exported file.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from ..stages.render import Render
 from ..stages.validate import Validate
 from ..store.memory import limit_arenas, use_returning_memory_pool
 from ..store.tables import ItemTable, SampleTable
-from .build_dir import BuildDir
+from .build_dir import BuildDir, report_text
 from .clean import CleanError, Stale, stale_stages
 from .report import BuildSummary, difficulty, report_json, report_markdown
 from .runner import run_stage
@@ -70,6 +71,14 @@ class BuildResult:
             return stale_stages(self.out_dir, sizes=False)
         except CleanError:
             return []
+
+    def reused_report_text(self) -> str:
+        """``report.json`` as a rerun that reuses every stage writes it (what a no-op rerun
+        replays, :mod:`medvqa_build.cli.noop`)."""
+        report = json.loads(json.dumps(self.report))
+        for stage in report.get("stages", []):
+            stage["reused"] = True
+        return report_text(report)
 
     def items_frame(self):
         return self.items.to_arrow().to_pandas()

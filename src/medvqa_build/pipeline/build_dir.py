@@ -7,6 +7,7 @@ and the stage folders a finished run used.
     DIR/recipe.yaml       the recipe as resolved
     DIR/report.json|.md   the last finished run's report
     DIR/stages/<stage>/<key>-<fingerprint>/   content-addressed stage outputs
+    DIR/.noop.json        what the CLI's no-op rerun checks and replays (cli/noop.py)
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ from ..store.tables import ItemTable, SampleTable
 META = "build.json"
 RECIPE = "recipe.yaml"
 REPORT = "report.json"
+
+
+def report_text(report: dict) -> str:
+    """``report.json``'s text: the one writer, so a replayed rerun writes what a real one does."""
+    return json.dumps(report, indent=2, sort_keys=False) + "\n"
 
 
 class BuildDir:
@@ -156,7 +162,7 @@ class BuildDir:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
     def write_report(self, report: dict, markdown: str) -> None:
-        write_atomic(self.path / REPORT, json.dumps(report, indent=2, sort_keys=False) + "\n")
+        write_atomic(self.path / REPORT, report_text(report))
         write_atomic(self.path / "report.md", markdown)
 
     def _report_stages(self) -> list[dict]:
