@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         load_recipe,
         load_source,
         make_synthetic,
+        score,
     )
     from .recipe import Recipe
     from .records import Item, MaskRef, Region, Sample
@@ -42,6 +43,7 @@ _PUBLIC = {
     "load_recipe": "api",
     "load_source": "api",
     "make_synthetic": "api",
+    "score": "api",
 }
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "load_recipe",
     "load_source",
     "make_synthetic",
+    "score",
 ]
 
 

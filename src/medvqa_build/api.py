@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError, ValidationFailed
+from .eval.predictions import read_predictions
+from .eval.score import BuildEntries, image_size_reader, score_predictions
+from .eval.score_report import write_score
 from .export import EXPORTERS
 from .export.hub import PushResult, push
 from .layouts.discovery import RootResolution
@@ -121,10 +124,18 @@ def export_build(
     out: str | os.PathLike | None = None,
     *,
     force: bool = False,
+    circular: bool = False,
 ) -> tuple[Path, int]:
     """Write one export format of a finished build (default ``DIR/<format>``), after checking
-    it as ``validate_build`` does; returns the folder and the number of items."""
+    it as ``validate_build`` does; returns the folder and the number of items. ``circular``
+    (VLMEvalKit only) adds MMBench-style rotated copies of every multiple-choice item."""
     exporter = EXPORTERS.get(fmt, where="--format")
+    if circular and fmt != "vlmeval":
+        raise UsageError(
+            f"--circular writes rotated copies for the vlmeval format, not {fmt!r}",
+            where="--circular",
+            fix="export with --format vlmeval --circular",
+        )
     folder = BuildDir.open(build_dir)
     problems = validate_build(build_dir).problems
     if problems and not force:
@@ -146,8 +157,38 @@ def export_build(
         validation,
         fmt,
     )
+    if circular:
+        ctx.options["circular"] = True
     exporter(ctx, target)
     return target, len(items)
+
+
+def score(
+    build_dir: str | os.PathLike,
+    predictions: str | os.PathLike | list[str | os.PathLike],
+    out: str | os.PathLike | None = None,
+    *,
+    parser: str = "auto",
+    seed: int = 0,
+    card_model: str | None = None,
+) -> dict:
+    """Score one model's prediction files (VLMEvalKit result, lmms-eval samples, or plain
+    JSONL/CSV) on a finished build: a JSON-ready dict (see docs/evaluation.md). With ``out``,
+    ``report.md`` and ``score.json`` are written there (and ``leaderboard.md`` for a
+    ``card_model``)."""
+    folder = BuildDir.open(build_dir)
+    paths = [predictions] if isinstance(predictions, str | os.PathLike) else list(predictions)
+    files = [read_predictions(p) for p in paths]
+    result = score_predictions(
+        BuildEntries(folder.items()),
+        files,
+        image_size_reader(folder.resolver()),
+        parser=parser,
+        seed=seed,
+    )
+    if out is not None:
+        write_score(result, Path(out), card_model=card_model)
+    return result
 
 
 def export_formats() -> list[str]:
@@ -196,5 +237,6 @@ __all__ = [
     "push_build",
     "quarantine_of",
     "resolve_source",
+    "score",
     "validate_build",
 ]

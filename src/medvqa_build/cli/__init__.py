@@ -1,5 +1,5 @@
 """``medvqa-build``: thin commands over :mod:`medvqa_build.api`, one module per group
-(:mod:`.build`, :mod:`.publish`, :mod:`.review`), each registering its own parsers.
+(:mod:`.build`, :mod:`.publish`, :mod:`.score`, :mod:`.review`), each registering its own parsers.
 
 User mistakes print one line (what, where, how to fix) and exit 2; validation failures exit 1.
 """
@@ -11,7 +11,7 @@ import logging
 import sys
 
 from ..errors import MedvqaError
-from . import build, publish, review
+from . import build, publish, review, score
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def make_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     build.register(sub)
     publish.register(sub)
+    score.register(sub)
     review.register(sub)
     return parser
 

@@ -35,8 +35,11 @@ def _cmd_clean(args) -> int:
 def _cmd_export(args) -> int:
     from ..api import export_build
 
-    out, count = export_build(args.dir, args.format, args.output, force=args.force)
-    print(f"exported {count} items as {args.format} to {out}")
+    out, count = export_build(
+        args.dir, args.format, args.output, force=args.force, circular=args.circular
+    )
+    rotated = " with circular rotations" if args.circular else ""
+    print(f"exported {count} items as {args.format}{rotated} to {out}")
     return 0
 
 
@@ -122,6 +125,12 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", help="output folder (default: DIR/<format>)")
     p.add_argument(
         "--force", action="store_true", help="export even if validation fails (the card says so)"
+    )
+    p.add_argument(
+        "--circular",
+        action="store_true",
+        help="vlmeval only: add MMBench-style copies of each item with its options rotated "
+        "through every position (index + k * 1000000); `score` then reports circular accuracy",
     )
     p.set_defaults(func=_cmd_export)
 

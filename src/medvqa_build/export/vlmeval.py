@@ -48,14 +48,21 @@ class _Row:
     answer: str
 
 
+def rotate(options: tuple[str, ...], answer: str, k: int) -> tuple[tuple[str, ...], str]:
+    """Options turned ``k`` places (option ``j`` shows option ``j + k``) and the answer's
+    letters moved with them: MMBench's circular copies, scored together by ``score``."""
+    if k == 0:
+        return options, answer
+    n = len(options)
+    turned = tuple(options[(j + k) % n] for j in range(n))
+    letters = sorted(LETTERS[(LETTERS.index(a) - k) % n] for a in answer_letters(answer))
+    return turned, ",".join(letters)
+
+
 def _rotation(index: int, item: Item, k: int) -> _Row:
     """Copy ``k`` of an item (0: the item itself), options turned ``k`` places."""
-    if k == 0:
-        return _Row(index, item, item.options, item.answer)
-    n = len(item.options)
-    options = tuple(item.options[(j + k) % n] for j in range(n))
-    letters = sorted(LETTERS[(LETTERS.index(a) - k) % n] for a in answer_letters(item.answer))
-    return _Row(index + k * CIRCULAR_STEP, item, options, ",".join(letters))
+    options, answer = rotate(item.options, item.answer, k)
+    return _Row(index + k * CIRCULAR_STEP, item, options, answer)
 
 
 def _rotations(index: int, item: Item, circular: bool) -> list[_Row]:
