@@ -4,8 +4,9 @@ reads it, so a build's own score agrees with VLMEvalKit's and lmms-eval's where 
 Three readers of a single-choice reply:
 
 * :func:`vlmeval_choice`: VLMEvalKit's rule-based matcher (``vlmeval/utils/matching_util.py``
-  ``can_infer``, no judge model): exactly one option letter among the reply's words (after
-  ``.()[],:;!*#{}`` become spaces), else exactly one option whose text the reply contains.
+  ``can_infer``, no judge model): exactly one option letter among the reply's last words
+  (after ``.()[],:;!*#{}`` become spaces), else exactly one option whose text the reply
+  contains.
 * :func:`lmms_choice`: the ``parse_letters`` of the lmms-eval task this build exports
   (``export/lmms_utils.py``, run by lmms-eval itself): the first option letter standing alone.
 * :func:`choice_letters`: this project's reader, used for plain prediction files and for every
@@ -16,6 +17,7 @@ Three readers of a single-choice reply:
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 
@@ -25,6 +27,7 @@ from .scoring import parse_letters
 
 _PUNCT = str.maketrans({c: " " for c in ".()[],:;!*#{}"})
 _BOXED = re.compile(r"\\boxed\{(.*?)\}")
+_VERBOSE_ANSWER = re.compile(r"(?i)(?:correct\s+)?answer\s+is\s+\**([ABCD])\**")
 _REFUSALS = (
     "Sorry, I can't help with images of people yet.",
     "I can't process this file.",
@@ -37,22 +40,39 @@ def _words(text: str) -> list[str]:
     return text.translate(_PUNCT).split()
 
 
-def vlmeval_choice(text: str, options: Sequence[str]) -> str | None:
-    """VLMEvalKit's ``can_infer``: the letter it reads, ``"Z"`` for a refusal, ``None`` when
-    it cannot tell (VLMEvalKit then asks its judge model, or with exact matching scores it
-    wrong)."""
-    text = str(text)
-    if "Failed to obtain answer via API" in text:
-        return None
+def _vlmeval_letter(text: str, letters: str) -> str | None:
+    """``can_infer_option``: a letter, ``"Z"`` for a refusal, or ``None``."""
     if any(r in text for r in _REFUSALS):
         return "Z"
-    letters = LETTERS[: len(options)]
     words = _words(text)
     found = [c for c in letters if c in words]
     if len(found) == 1:
-        return found[0]
-    if not found and words.count("Z") == 1:
+        if os.environ.get("VERBOSE", 0) and "A" in words and len(words) > 3:
+            return None  # VLMEvalKit's "A might be a quantifier" check (verbose runs only)
+        if words.index(found[0]) > len(words) - 5:
+            return found[0]
+    elif not found and "Z" in words:
         return "Z"
+    verbose = _VERBOSE_ANSWER.search(text)
+    if verbose and verbose.group(1).upper() in letters:
+        return verbose.group(1).upper()
+    return None
+
+
+def vlmeval_choice(text: str, options: Sequence[str]) -> str | None:
+    """VLMEvalKit's ``can_infer`` (as of its August 2026 ``matching_util.py``): the letter it
+    reads, ``"Z"`` for a refusal, ``None`` when it cannot tell (VLMEvalKit then asks its judge
+    model, or with exact matching scores the reply wrong).
+
+    A letter counts when it is the only option letter among the words and stands in the last
+    four of them; else "(correct) answer is B" (A-D); else the one option whose text the
+    reply contains, if the reply is at most twice as long as all options together."""
+    text = str(text)
+    letters = LETTERS[: len(options)]
+    if "Failed to obtain answer via API" not in text:  # else only the option text is tried
+        letter = _vlmeval_letter(text, letters)
+        if letter:
+            return letter
     low = text.lower()
     if len(low) > 2 * sum(len(str(o)) for o in options):
         return None
