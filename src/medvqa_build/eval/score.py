@@ -402,27 +402,28 @@ def _parser_for(client: str, parser: str) -> str:
     return client if client in PARSERS else "medvqa"
 
 
-def score_predictions(
-    build: BuildEntries,
-    files: Sequence[PredictionFile],
-    size_of: Callable[[str], tuple[int, int]],
-    *,
-    parser: str = "auto",
-    seed: int = 0,
-) -> dict:
-    """The whole score of ``files`` (one model's replies) on ``build``: a JSON-ready dict."""
-    matched = match(build, files)
-    kinds = {("mcq" if e.kind != "grounding" else "grounding") for e, _ in _hits(build, matched)}
+def _kind(entry: Entry) -> str:
+    return "mcq" if entry.kind != "grounding" else "grounding"
+
+
+@dataclass
+class _Scored:
+    outcomes: list[Outcome]
+    missing: list[str]
+    kinds: set[str]  # "mcq" / "grounding": the kinds the files answer
+    client_agree: tuple[int, int]  # lmms-eval's per-sample accuracy: (agreeing, compared)
+
+
+def _score_all(build, matched, parsers, size_of) -> _Scored:
+    """Every expected reply scored: each item of a kind the files answer (each rotation when
+    any reply is a rotation); a reply that is not there is a wrong, listed outcome."""
+    kinds = {_kind(build.by_id[item_id]) for item_id, _ in matched}
     circular = any(rot > 0 for _, rot in matched)
-    outcomes: list[Outcome] = []
-    missing: list[str] = []
-    client_agrees = [0, 0]
-    parsers = {f.path.name: _parser_for(f.client, parser) for f in files}
+    outcomes, missing, agree, compared = [], [], 0, 0
     for entry in build.entries:
-        kind = "mcq" if entry.kind != "grounding" else "grounding"
-        if kind not in kinds:
+        if _kind(entry) not in kinds:
             continue
-        for rotation in range(entry.rotations if circular and kind == "mcq" else 1):
+        for rotation in range(entry.rotations if circular and _kind(entry) == "mcq" else 1):
             hit = matched.get((entry.item_id, rotation))
             if hit is None:
                 missing.append(entry.item_id if rotation == 0 else f"{entry.item_id}@{rotation}")
@@ -433,13 +434,29 @@ def score_predictions(
             outcomes.append(o)
             theirs = row.carried.get("client_accuracy")
             if theirs is not None and entry.kind == "single":
-                client_agrees[0] += float(o.correct) == theirs
-                client_agrees[1] += 1
+                agree, compared = agree + (float(o.correct) == theirs), compared + 1
+    return _Scored(outcomes, missing, kinds, (agree, compared))
+
+
+def score_predictions(
+    build: BuildEntries,
+    files: Sequence[PredictionFile],
+    size_of: Callable[[str], tuple[int, int]],
+    *,
+    parser: str = "auto",
+    seed: int = 0,
+) -> dict:
+    """The whole score of ``files`` (one model's replies) on ``build``: a JSON-ready dict."""
+    parsers = {f.path.name: _parser_for(f.client, parser) for f in files}
+    scored = _score_all(build, match(build, files), parsers, size_of)
+    outcomes = scored.outcomes
     plain = [o for o in outcomes if o.rotation == 0]
     single = [o for o in plain if o.entry.kind == "single"]
     multi = [o for o in plain if o.entry.kind == "multi"]
     ground = [o for o in plain if o.entry.kind == "grounding"]
-    result: dict = {
+    present = {_kind(e) for e in build.entries}
+    agree, compared = scored.client_agree
+    return {
         "build_fingerprint": build.fingerprint,
         "predictions": [
             {
@@ -452,41 +469,31 @@ def score_predictions(
         ],
         "seed": seed,
         "bootstrap_rounds": BOOTSTRAP,
-        "single_choice": None,
+        "single_choice": (
+            {"all": _accuracy(single, seed, "all"), "by": {k: _by(single, k, seed) for k in GROUPS}}
+            if single
+            else None
+        ),
         "multi_select": _multi_summary(multi) if multi else None,
         "grounding": _grounding_summary(ground) if ground else None,
-        "circular": None,
+        "circular": (
+            _circular([o for o in outcomes if o.entry.kind != "grounding"], seed)
+            if any(o.rotation for o in outcomes)
+            else None
+        ),
         "categories": _categories(single) if single else None,
         "unparseable": _unparseable(outcomes),
-        "missing": missing,
+        "missing": scored.missing,
         "not_scored": sorted(
-            {"mcq": "multiple-choice", "grounding": "grounding"}[k]
-            for k in {"mcq", "grounding"} - kinds
-            if any((e.kind != "grounding") == (k == "mcq") for e in build.entries)
+            {"mcq": "multiple-choice", "grounding": "grounding"}[k] for k in present - scored.kinds
         ),
-        "client_per_sample_agreement": (
-            {"agree": client_agrees[0], "n": client_agrees[1]} if client_agrees[1] else None
-        ),
+        "client_per_sample_agreement": {"agree": agree, "n": compared} if compared else None,
         "differences": [
             {"item_id": o.entry.item_id, "rotation": o.rotation, "reply": o.reply, "why": o.note}
             for o in outcomes
             if o.note
         ],
     }
-    if single:
-        result["single_choice"] = {
-            "all": _accuracy(single, seed, "all"),
-            "by": {key: _by(single, key, seed) for key in GROUPS},
-        }
-    if circular:
-        mcq = [o for o in outcomes if o.entry.kind != "grounding"]
-        result["circular"] = _circular(mcq, seed)
-    return result
-
-
-def _hits(build: BuildEntries, matched: dict):
-    for item_id, rotation in matched:
-        yield build.by_id[item_id], rotation
 
 
 def image_size_reader(resolve: Callable[[str], Path]) -> Callable[[str], tuple[int, int]]:
