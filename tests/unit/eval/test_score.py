@@ -199,3 +199,25 @@ def test_leaderboard_row(tmp_path):
     )
     table = leaderboard_table(result, "oracle")
     assert table.splitlines()[2].startswith("| oracle | 100.00 | 100.00 |")
+
+
+def test_the_report_says_why_a_client_scores_differently(tmp_path):
+    """VLMEvalKit cannot tell "polyp with bleeding" from "polyp"; the report lists the reply,
+    and ``--parser medvqa`` scores it right."""
+    nested = ("polyp", "polyp with bleeding", "ulcer", "normal")
+    items = [_item(0, "B", options=nested), _item(1, "A,C", task="Loc")]
+    path = tmp_path / "m_B.csv"
+    path.write_text(
+        "index,question,A,B,C,D,answer,prediction\n"
+        "0,Q0?,polyp,polyp with bleeding,ulcer,normal,B,polyp with bleeding\n"
+        '1,Q1?,polyp,ulcer,bleeding,angiectasia,"A,C","A,C"\n'
+    )
+    entries = BuildEntries(items)
+    result = score_predictions(entries, [read_predictions(path)], lambda r: (1, 1))
+    assert result["single_choice"]["all"]["accuracy"] == 0.0
+    assert result["multi_select"]["all"]["exact"] == 1.0
+    why = {d["item_id"]: d["why"] for d in result["differences"]}
+    assert "inside another" in why["it0000"] and "multi-select" in why["it0001"]
+    assert "polyp with bleeding" in report_markdown(result)
+    medvqa = score_predictions(entries, [read_predictions(path)], lambda r: (1, 1), parser="medvqa")
+    assert medvqa["single_choice"]["all"]["accuracy"] == 1.0
