@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
+from ..export.common import column_values
 from ..export.vlmeval import rotate
 from ..geometry import BoxXYXY, iou
 from ..media.load import check_any_image
@@ -59,11 +60,14 @@ class Entry:
 
 class BuildEntries:
     """The build's items as :class:`Entry` rows, looked up by item id or export index, and
-    the build's fingerprint (a hash of every item's id, options and answer)."""
+    the build's fingerprint (a hash of every item's id, options, answer and box). A task is
+    multi-select when any of its answers has several letters (as ``baselines`` counts)."""
 
     def __init__(self, items: Iterable[Item]):
-        items = list(items)
-        multi_tasks = {i.task for i in items if "," in i.answer}
+        if iter(items) is items:  # a one-shot iterator; a list or an ItemTable is read twice
+            items = list(items)
+        tasks, answers = column_values(items, "task"), column_values(items, "answer")
+        multi_tasks = {t for t, a in zip(tasks, answers, strict=True) if "," in a}
         self.entries: list[Entry] = []
         digest = hashlib.sha256()
         index = 0
