@@ -41,6 +41,10 @@ class SourceError(MedvqaError):
     """A source root is missing or its layout is not what the manifest describes."""
 
 
+class AuditError(MedvqaError):
+    """The text-only audit's language model could not be asked (endpoint down, bad reply)."""
+
+
 class ValidationFailed(MedvqaError):
     """A build violates checks; exit code 1 (not a usage error)."""
 

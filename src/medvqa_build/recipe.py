@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .errors import RecipeError, describe_validation_error
 from .sources import all_sources
@@ -114,6 +122,36 @@ class ExportSpec(_Strict):
         return value
 
 
+class BlindSpec(_Strict):
+    """The text-only solvability audit (``blind:``, docs/blind_audit.md): how answerable each
+    item is from its question and options alone. By default a cross-validated classifier over
+    the build's own items; with ``endpoint`` and ``model`` a text-only language model behind
+    an OpenAI-compatible chat-completions endpoint (the only time the build uses network)."""
+
+    threshold: float = Field(0.9, gt=0.0, le=1.0)  # an item answered right with this
+    # probability or more is "answered confidently" (blind-solvable)
+    margin: float = Field(0.15, ge=0.0, le=1.0)  # a task is flagged above chance + margin ...
+    min_z: float = Field(3.0, ge=0.0)  # ... and this many standard errors above chance
+    min_items: int = Field(20, ge=4)  # fewer single-answer items in a task: no verdict
+    folds: int = Field(5, ge=2, le=20)
+    endpoint: str | None = None  # e.g. http://localhost:8000/v1
+    model: str | None = None
+    api_key_env: str | None = None  # the environment variable holding the key, if one is needed
+    cache: str | None = None  # default $MEDVQA_CACHE/blind or ~/.cache/medvqa_build/blind
+    timeout_s: float = Field(120.0, gt=0)
+    logprobs: bool = True  # ask for the answer letter's probability (vLLM, OpenAI do)
+
+    @model_validator(mode="after")
+    def _endpoint_and_model(self) -> BlindSpec:
+        if (self.endpoint is None) != (self.model is None):
+            raise ValueError("give both endpoint and model (LLM audit), or neither (classifier)")
+        return self
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.endpoint is not None
+
+
 class Recipe(_Strict):
     """The whole build: sources, tasks, rendering, export, and the one seed."""
 
@@ -132,6 +170,25 @@ class Recipe(_Strict):
     curate: dict[str, Any] = Field(default_factory=dict)
     render: RenderSpec = Field(default_factory=RenderSpec)
     export: ExportSpec = Field(default_factory=ExportSpec)
+    # the text-only solvability audit; absent = not run (the build's files are as without it)
+    blind: BlindSpec | None = None
+
+    @field_validator("blind", mode="before")
+    @classmethod
+    def _blind_switch(cls, value: Any) -> Any:
+        """``blind: true`` is ``blind: {}`` (the classifier), ``blind: false`` no audit."""
+        if value is True:
+            return {}
+        return None if value is False else value
+
+    @model_serializer(mode="wrap")
+    def _without_unset_blind(self, handler) -> dict:
+        """A recipe without ``blind`` dumps as before the key existed (its fingerprints and
+        the cards' recipe text do not change)."""
+        data = handler(self)
+        if data.get("blind") is None:
+            data.pop("blind", None)
+        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Recipe:

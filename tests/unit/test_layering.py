@@ -31,9 +31,14 @@ LAYERS = {
     # the surface
     "api": 5, "cli": 5, "review": 5, "__init__": 5, "__main__": 5,
 }  # fmt: skip
-# modules that import an optional dependency (ray, torch/open_clip) at their top: the only
-# targets an import inside a function may have, so a build without the extra still imports
-OPTIONAL = {"executors.ray_executor", "negatives.open_clip_embedder"}
+# modules that import an optional dependency (ray, torch/open_clip, scikit-learn) at their top,
+# with that dependency: the only targets an import inside a function may have, so a build
+# without the extra still imports
+OPTIONAL = {
+    "executors.ray_executor": "ray",
+    "negatives.open_clip_embedder": "open_clip",
+    "validate.blind_sklearn": "sklearn",
+}
 # the CLI's command modules import the API inside the command that runs (issue 28): `--help`
 # and a no-op rerun then never load the pipeline and its libraries
 DEFERRED = {("cli", "api")}
@@ -109,7 +114,7 @@ def _layer(module: str) -> int:
 def test_every_module_imports(module):
     """Also the modules no other module imports at start (a stale import shows here)."""
     if module in OPTIONAL:
-        pytest.importorskip(module.split(".")[-1].replace("_executor", "").replace("_embedder", ""))
+        pytest.importorskip(OPTIONAL[module])
     importlib.import_module("medvqa_build" + ("" if module == "__init__" else f".{module}"))
 
 

@@ -71,6 +71,9 @@ class CurateSpec(_Strict):
     dedup: DedupSpec | None = Field(default_factory=DedupSpec)
     select: SelectSpec | None = None
     split: SplitSpec | None = None
+    # remove the items the text-only audit answers confidently (recipe ``blind``, or its
+    # defaults): a filter after generate, since it needs the items (docs/blind_audit.md)
+    drop_blind_solvable: bool = False
 
     @property
     def needs_embeddings(self) -> bool:

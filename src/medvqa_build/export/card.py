@@ -20,6 +20,7 @@ from .._version import __version__
 from ..eval.baselines import option_chance
 from ..manifest import SourceManifest
 from ..records import Item
+from ..validate.blind import blind_table
 from ..vocab import answer_letters
 from .common import is_grounding
 
@@ -172,6 +173,8 @@ def dataset_card(
     lines += [""] + [f"- `{s}`: {manifests[s].licence}" for s in used] + [""]
     lines += _configs(configs, config_items, stats.total)
     lines += _contents(stats)
+    if validation.get("blind"):  # the text-only audit, when the recipe ran it
+        lines += blind_table(validation["blind"])
     if plots:
         lines += ["## Distributions", ""] + [f"![{p}](assets/{p})" for p in plots] + [""]
     lines += ["## Sources and citations", ""]

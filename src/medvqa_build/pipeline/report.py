@@ -18,6 +18,7 @@ from ..records import Item, QuarantineEntry
 from ..sources import get_source
 from ..stages.base import BuildContext, StageResult
 from ..tasks.requirements import tasks_losing_input
+from ..validate.blind import blind_table
 from ..validate.rules import LetterTally
 
 
@@ -115,6 +116,12 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
     # random row when the build is an EndoBench rebuild
     published = ENDOBENCH_RANDOM if recipe.benchmark == "EndoBench" else {}
     generate = summary.stats("generate")
+    # with curate.drop_blind_solvable: generated = blind_removed + render_quarantined + items
+    blind_drop = (
+        {"generated": generate["generated"], "blind_removed": generate["blind_removed"]}
+        if "blind_removed" in generate
+        else {}
+    )
     return {
         "recipe": recipe.name,
         "benchmark": recipe.benchmark,
@@ -130,6 +137,7 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         "items": n_items,
         "items_per_task": dict(sorted(per_task.items())),
         "dropped": generate.get("dropped", 0),
+        **blind_drop,
         "render_quarantined": summary.stats("render").get("quarantined", 0),
         "shortfall": generate.get("shortfall", {}),
         "validation": summary.stats("validate"),
@@ -171,6 +179,15 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
         f"Validation problems: {report['validation']['problems']}.",
         "",
     ]
+    if "blind_removed" in report:
+        lines[-1:-1] = [
+            f"Removed as answerable without the image (curate.drop_blind_solvable): "
+            f"{report['blind_removed']} of {report['generated']} generated items; "
+            f"render quarantined {report['render_quarantined']}; {report['items']} kept."
+        ]
+    if report["validation"].get("blind"):
+        lines += blind_table(report["validation"]["blind"])
+        lines += ["The items answered confidently are listed in validation.md.", ""]
     if report["random_baseline"]:
         table = format_baseline_table(report["random_baseline"])
         lines += ["## Random-guess baseline", "", table, ""]

@@ -27,13 +27,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..curate.blind_drop import drop_blind_solvable
 from ..curate.splits import SplitPlan
 from ..errors import RecipeError
 from ..manifest import SourceManifest
 from ..negatives import SAMPLERS, NotEnoughOptions
 from ..negatives.placement import BalancedSlots
 from ..ontology import Ontology
-from ..recipe import Recipe, TaskSpec
+from ..recipe import BlindSpec, Recipe, TaskSpec
 from ..records import Item, Sample
 from ..rng import rng_for
 from ..store.memory import release_freed_memory
@@ -515,13 +516,24 @@ class Generate(Stage):
 
     With a curate ``split`` the splits are assigned over the whole set: items go to a first
     file while a packed plan of their strata and samples is kept, then are copied with the
-    splits the plan assigns."""
+    splits the plan assigns. With ``curate.drop_blind_solvable`` the items the text-only
+    audit answers confidently are then removed (``blind_removed.json`` lists them)."""
 
     name = "generate"
 
+    @staticmethod
+    def _blind_drop(ctx: BuildContext) -> BlindSpec | None:
+        """The audit's settings when the recipe asks to drop blind-solvable items."""
+        spec = ctx.curate_spec
+        if spec is None or not spec.drop_blind_solvable:
+            return None
+        return ctx.recipe.blind or BlindSpec()
+
     def inputs(self, ctx: BuildContext, key: str) -> Any:
         recipe = ctx.recipe
-        return {
+        drop = self._blind_drop(ctx)
+        blind = {} if drop is None else {"drop_blind_solvable": drop.model_dump(mode="json")}
+        return blind | {
             "convert": ctx.fingerprints("convert"),
             "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
             "seed": recipe.seed,
@@ -558,8 +570,18 @@ class Generate(Stage):
                     writer.add(item.replace(split=splits[k]))
             first.unlink()
         (out / "dropped.json").write_text(json.dumps(result.dropped, indent=2) + "\n")
+        counts: dict[str, Any] = {"items": result.count}
+        if (drop := self._blind_drop(ctx)) is not None:
+            report = drop_blind_solvable(out / "items.parquet", drop, ctx.recipe.seed)
+            removed = report["confident"]
+            (out / "blind_removed.json").write_text(json.dumps(report, indent=2) + "\n")
+            counts = {
+                "items": result.count - len(removed),
+                "generated": result.count,
+                "blind_removed": len(removed),
+            }
         return {
-            "items": result.count,
+            **counts,
             "dropped": len(result.dropped),
             "shortfall": {**result.shortfall, **ctx.skipped},
         }

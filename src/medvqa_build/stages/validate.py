@@ -13,9 +13,11 @@ from typing import Any
 
 from ..errors import ValidationFailed
 from ..manifest import SourceManifest
+from ..recipe import BlindSpec
 from ..store.atomic import write_atomic
 from ..store.tables import ItemTable, SampleTable
 from ..validate import Problem, run_rules, write_validation_report
+from ..validate.blind import blind_summary
 from .base import BuildContext, Stage, StageResult
 
 
@@ -56,8 +58,16 @@ class ValidationInputs:
         return cls(items, samples, manifests, resolve, groups, alignment)
 
 
-def validate(inputs: ValidationInputs, *, letter_tolerance: float = 0.1) -> list[Problem]:
-    """Every rule's problems, then the render stage's alignment problems."""
+def validate(
+    inputs: ValidationInputs,
+    *,
+    letter_tolerance: float = 0.1,
+    blind: BlindSpec | None = None,
+    seed: int = 0,
+    findings: dict[str, Any] | None = None,
+) -> list[Problem]:
+    """Every rule's problems, then the render stage's alignment problems. With ``blind`` the
+    text-only audit runs too and leaves its report in ``findings["blind"]``."""
     problems = run_rules(
         inputs.items,
         inputs.samples,
@@ -65,6 +75,9 @@ def validate(inputs: ValidationInputs, *, letter_tolerance: float = 0.1) -> list
         inputs.resolve,
         letter_tolerance=letter_tolerance,
         duplicate_groups=inputs.duplicate_groups,
+        blind=blind,
+        seed=seed,
+        findings=findings,
     )
     return problems + inputs.alignment
 
@@ -77,7 +90,14 @@ class Validate(Stage):
     version = 2
 
     def inputs(self, ctx: BuildContext, key: str) -> Any:
-        return {"render": ctx.last("render").fingerprint}
+        blind = ctx.recipe.blind
+        if blind is None:
+            return {"render": ctx.last("render").fingerprint}
+        return {
+            "render": ctx.last("render").fingerprint,
+            "blind": blind.model_dump(mode="json"),
+            "seed": ctx.recipe.seed,
+        }
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         inputs = ValidationInputs.read(
@@ -88,14 +108,23 @@ class Validate(Stage):
             [r.path for r in ctx.results if r.name == "curate"],
             ctx.last("render").path,
         )
-        problems = validate(inputs)
+        findings: dict[str, Any] = {}
+        problems = validate(inputs, blind=ctx.recipe.blind, seed=ctx.recipe.seed, findings=findings)
         (out / "problems.json").write_text(
             json.dumps([p.to_dict() for p in problems], indent=2) + "\n"
         )
+        blind = findings.get("blind")
         write_validation_report(
-            problems, out / "validation.json", out / "validation.md", items_checked=len(ctx.items)
+            problems,
+            out / "validation.json",
+            out / "validation.md",
+            items_checked=len(ctx.items),
+            blind=blind,
         )
-        return {"problems": len(problems), "failed": bool(problems)}
+        stats: dict[str, Any] = {"problems": len(problems), "failed": bool(problems)}
+        if blind is not None:  # the report's and the card's table; the items are in the JSON
+            stats["blind"] = blind_summary(blind)
+        return stats
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
         (result,) = results

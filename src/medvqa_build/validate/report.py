@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..store.atomic import write_atomic
+from .blind import blind_table
 from .rules import RULES, Problem
 
 SHOWN_PER_RULE = 50  # Markdown lists this many problems per rule; the JSON has all
@@ -21,6 +22,7 @@ def write_validation_report(
     path_md: str | os.PathLike,
     *,
     items_checked: int | None = None,
+    blind: dict | None = None,
 ) -> dict:
     """Write the problems grouped by rule; returns the JSON document.
 
@@ -46,6 +48,8 @@ def write_validation_report(
         "items_with_problems": len({p.item_id for p in problems}),
         "list": [p.to_dict() for p in problems],
     }
+    if blind is not None:
+        doc["blind"] = blind
     write_atomic(path_json, json.dumps(doc, indent=2) + "\n")
     status = "FAILED" if problems else "passed"
     lines = [
@@ -68,8 +72,24 @@ def write_validation_report(
             lines.append(
                 f"- ... and {len(mine) - SHOWN_PER_RULE} more (see {Path(path_json).name})"
             )
+    if blind is not None:
+        lines += ["", *_blind_lines(blind, Path(path_json).name)]
     write_atomic(path_md, "\n".join(lines) + "\n")
     return doc
+
+
+def _blind_lines(blind: dict, json_name: str) -> list[str]:
+    lines = blind_table(blind)
+    sure = blind.get("confident", [])
+    if sure:
+        lines += [f"Items answered confidently without the image ({len(sure)}):", ""]
+        lines += [
+            f"- `{c['item_id']}` ({c['task']}): {c['answer']} with p = {c['probability']:.2f}"
+            for c in sure[:SHOWN_PER_RULE]
+        ]
+        if len(sure) > SHOWN_PER_RULE:
+            lines.append(f"- ... and {len(sure) - SHOWN_PER_RULE} more (see {json_name})")
+    return lines
 
 
 __all__ = ["write_validation_report"]

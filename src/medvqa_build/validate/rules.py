@@ -27,6 +27,7 @@ from ..render import prompt_levels
 from ..store.memory import release_freed_memory
 from ..store.tables import SampleTable, batched, sample_lookup
 from ..vocab import COORD_FORMATS, IMAGE_SCHEMES, LETTERS, answer_letters
+from .blind import BlindAudit, audit_report
 from .summaries import IdLog, SplitTracker, duplicated
 
 
@@ -78,6 +79,9 @@ class RuleContext:
     # every item id the build rules saw, in order (they keep positions into it)
     item_ids: IdLog = field(default_factory=IdLog)
     _ontologies: dict[str, Ontology] = field(default_factory=dict)
+    blind: Any = None  # the recipe's BlindSpec: the text-only audit runs only with one
+    seed: int = 0
+    findings: dict[str, Any] = field(default_factory=dict)  # build rules' reports (``blind``)
 
     def __post_init__(self) -> None:
         if self.samples_known is None:
@@ -498,6 +502,36 @@ class _SplitLeak:
         return out
 
 
+class _Blind:
+    """The text-only audit (:mod:`.blind`) when the recipe configures ``blind``: a task whose
+    items are answered far above chance without the image is a problem; the per-task table
+    and the items answered confidently go to ``ctx.findings["blind"]``."""
+
+    def __init__(self, ctx: RuleContext):
+        self.audit = BlindAudit(ctx.blind, ctx.seed) if ctx.blind is not None else None
+
+    def add(self, item: Item, ctx: RuleContext) -> None:
+        if self.audit is not None:
+            self.audit.add(item)
+
+    def finish(self, ctx: RuleContext) -> list[Problem]:
+        if self.audit is None:
+            return []
+        report = audit_report(self.audit.judge(), ctx.blind, self.audit.method)
+        ctx.findings["blind"] = report
+        return [
+            Problem(
+                f"task:{t['task']}",
+                "blind",
+                f"{t['task']!r} is answerable without the image: blind accuracy "
+                f"{t['accuracy']:.1%} against chance {t['chance']:.1%} over {t['items']} items "
+                f"(z = {t['z']:.1f}); {t['confident']} answered confidently",
+            )
+            for t in report["tasks"]
+            if t["flagged"]
+        ]
+
+
 def _whole_set(collector: type) -> Callable[[Iterable[Item], RuleContext], list[Problem]]:
     """``check(items, ctx)`` of a build rule: its collector fed every item."""
 
@@ -515,6 +549,7 @@ _unique_ids = _whole_set(_UniqueIds)
 _letter_balance = _whole_set(_LetterBalance)
 _image_count = _whole_set(_ImageCount)
 _split_leak = _whole_set(_SplitLeak)
+_blind = _whole_set(_Blind)
 
 
 RULES: tuple[Rule, ...] = (
@@ -568,6 +603,13 @@ RULES: tuple[Rule, ...] = (
         "build",
     ),
     Rule("licence", "every item carries its source's licence", _licence),
+    Rule(
+        "blind",
+        "per task, the answers are not far above chance from question and options alone "
+        "(text-only audit; runs when the recipe has `blind`)",
+        _blind,
+        "build",
+    ),
 )
 RULE_IDS = tuple(r.id for r in RULES)
 
@@ -581,6 +623,9 @@ def run_rules(
     letter_tolerance: float = 0.1,
     duplicate_groups: Sequence[Sequence[str]] | None = None,
     rules: Sequence[str] | None = None,
+    blind: Any = None,
+    seed: int = 0,
+    findings: dict[str, Any] | None = None,
 ) -> list[Problem]:
     """Every violation of the rules (all, or those named in ``rules``) by ``items``.
 
@@ -591,6 +636,8 @@ def run_rules(
     ``samples`` and ``manifests`` may be empty: rules that need them then check less
     (no provenance, ontology or licence comparison). ``duplicate_groups`` (sample ids, from
     the curate report) let ``split-leak`` catch near-duplicate images across splits.
+    ``blind`` (a :class:`~medvqa_build.recipe.BlindSpec`) runs the text-only audit with
+    ``seed``; its report is put in ``findings["blind"]``.
     Problems come rule by rule (in :data:`RULES` order), each rule's in item order.
     """
     chosen = [r for r in RULES if rules is None or r.id in rules]
@@ -608,6 +655,9 @@ def run_rules(
         letter_tolerance,
         tuple(duplicate_groups or ()),
         samples_known=known,
+        blind=blind,
+        seed=seed,
+        findings=findings if findings is not None else {},
     )
     item_rules = [r for r in chosen if r.scope != "build"]
     collectors = {r.id: r.check.collector(ctx) for r in chosen if r.scope == "build"}

@@ -1,0 +1,315 @@
+"""The text-only (blind) solvability audit: how well a build's items are answered from their
+question and options alone, per task against chance.
+
+An item a model answers without looking at the image measures nothing about vision (MMStar,
+arXiv 2403.20330). The default judge is a text-only classifier fitted on the build's own
+items, cross-validated so that no item is scored by a model that saw it: per option, its
+length (and rank of length within the item), how often its text is an option across the
+task's items, its word overlap with the question, and its position. Each option gets a
+score, the item's answer is the argmax and its probability the item-wise softmax. With
+``blind: {endpoint, model}`` a text-only language model answers instead (:mod:`.blind_llm`).
+
+:class:`BlindAudit` sees each item once and keeps a few numbers per option, never the item.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..recipe import BlindSpec
+from ..records import Item
+from ..rng import rng_for
+from ..store.packed import PackedStrings
+from ..vocab import LETTERS, answer_letters
+from .blind_llm import BlindLLM
+
+SKIPPED = "skipped: install medvqa-build[audit] (scikit-learn) for the blind audit"
+POSITIONS = 6  # option positions one-hot encoded (later ones share the last column)
+_WORD = re.compile(r"[0-9a-z]+")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.casefold()))
+
+
+def _option_key(text: str) -> int:
+    """Equal options (case and spacing folded) share a key within one process."""
+    return hash(" ".join(text.casefold().split()))
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One audited item: the option the blind model picks, its probability, the answer."""
+
+    item_id: str
+    task: str
+    n_options: int
+    answer: int
+    picked: int
+    probability: float
+
+    @property
+    def solvable(self) -> bool:
+        return self.picked == self.answer
+
+
+class BlindAudit:
+    """Feed it every item (:meth:`add`), then :meth:`finish` for the per-task report.
+
+    Only single-answer multiple-choice items are audited (grounding and multi-select items
+    are skipped). In LLM mode each item is asked as it is added (answers cached on disk).
+    """
+
+    def __init__(self, spec: BlindSpec, seed: int):
+        self.spec, self.seed = spec, seed
+        self.llm = BlindLLM(spec, seed) if spec.uses_llm else None
+        self.ids = PackedStrings()
+        self.task_names: list[str] = []
+        self._task_code: dict[str, int] = {}
+        self.tasks, self.n_options, self.answers = array("I"), array("B"), array("b")
+        self.lengths, self.overlaps, self.keys = array("I"), array("f"), array("q")
+        self.picked, self.probability = array("b"), array("f")  # LLM mode
+
+    def add(self, item: Item) -> None:
+        n = len(item.options)
+        letters = answer_letters(item.answer)
+        if n < 2 or len(letters) != 1 or letters[0] not in LETTERS[:n]:
+            return
+        code = self._task_code.get(item.task)
+        if code is None:
+            code = self._task_code[item.task] = len(self.task_names)
+            self.task_names.append(item.task)
+        self.ids.append(item.item_id)
+        self.tasks.append(code)
+        self.n_options.append(min(n, 255))
+        self.answers.append(LETTERS.index(letters[0]))
+        question = _words(item.question)
+        for option in item.options[:255]:
+            words = _words(option)
+            self.lengths.append(len(option))
+            self.overlaps.append(len(words & question) / max(1, len(words)))
+            self.keys.append(_option_key(option))
+        if self.llm is not None:
+            picked, p = self.llm.answer(item.question, item.options)
+            self.picked.append(picked)
+            self.probability.append(p)
+
+    @property
+    def method(self) -> str:
+        return f"language model {self.spec.model}" if self.llm else "cross-validated classifier"
+
+    def add_all(self, items: Iterable[Item]) -> BlindAudit:
+        for item in items:
+            self.add(item)
+        return self
+
+    def judge(self) -> list[Judged] | str:
+        """Every audited item's blind answer (item order), or why the audit was skipped."""
+        n_items = len(self.tasks)
+        if n_items == 0:
+            return []
+        if self.llm is not None:
+            picked = np.frombuffer(self.picked, np.int8).astype(np.int64)
+            prob = np.frombuffer(self.probability, np.float32).astype(np.float64)
+        else:
+            try:
+                from .blind_sklearn import out_of_fold_scores
+            except ImportError:
+                return SKIPPED
+            picked, prob = self._classify(out_of_fold_scores)
+        tasks = np.frombuffer(self.tasks, np.uint32)
+        answers = np.frombuffer(self.answers, np.int8)
+        return [
+            Judged(
+                self.ids[k],
+                self.task_names[tasks[k]],
+                int(self.n_options[k]),
+                int(answers[k]),
+                int(picked[k]),
+                float(prob[k]),
+            )
+            for k in range(n_items)
+        ]
+
+    def _classify(self, out_of_fold_scores) -> tuple[np.ndarray, np.ndarray]:
+        """Per item, the option with the highest out-of-fold score and its softmax share."""
+        n = np.frombuffer(self.n_options, np.uint8).astype(np.int64)
+        starts = np.r_[0, np.cumsum(n)[:-1]]
+        item_of_row = np.repeat(np.arange(len(n)), n)
+        tasks = np.frombuffer(self.tasks, np.uint32)
+        answers = np.frombuffer(self.answers, np.int8).astype(np.int64)
+        scores = np.zeros(len(item_of_row))
+        for code, name in sorted(enumerate(self.task_names), key=lambda kv: kv[1]):
+            items = np.flatnonzero(tasks == code)
+            if len(items) < 2 * self.spec.folds:
+                continue  # too few to cross-validate: every option scores alike
+            rows = np.concatenate([np.arange(starts[i], starts[i] + n[i]) for i in items])
+            local_item = np.repeat(np.arange(len(items)), n[items])
+            x = self._features(rows, local_item, n[items])
+            y = (rows - starts[item_of_row[rows]] == answers[item_of_row[rows]]).astype(int)
+            fold = rng_for(self.seed, "blind", name).permutation(len(items)) % self.spec.folds
+            scores[rows] = out_of_fold_scores(x, y, fold[local_item], self.spec.folds)
+        picked = np.empty(len(n), np.int64)
+        prob = np.empty(len(n))
+        for k, (a, m) in enumerate(zip(starts.tolist(), n.tolist(), strict=True)):
+            s = scores[a : a + m]
+            e = np.exp(s - s.max())
+            picked[k] = int(np.argmax(s))
+            prob[k] = e[picked[k]] / e.sum()
+        return picked, prob
+
+    def _features(self, rows: np.ndarray, item: np.ndarray, n: np.ndarray) -> np.ndarray:
+        """The option rows of one task's items as a feature matrix (one row per option)."""
+        length = np.frombuffer(self.lengths, np.uint32)[rows].astype(np.float64)
+        overlap = np.frombuffer(self.overlaps, np.float32)[rows].astype(np.float64)
+        keys = np.frombuffer(self.keys, np.int64)[rows]
+        _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        frequency = counts[inverse] / len(n)  # share of the task's items showing this text
+        position = np.arange(len(rows)) - _item_start(n)[item]
+        length_rank, longest, shortest = _rank_within(length, item, n)
+        freq_rank, most_frequent, least_frequent = _rank_within(frequency, item, n)
+        columns = [
+            _centred(length, item, n) / (_item_mean(length, item, n)[item] + 1.0),
+            length_rank,
+            longest,
+            shortest,
+            _centred(frequency, item, n),
+            freq_rank,
+            most_frequent,
+            least_frequent,
+            _centred(overlap, item, n),
+        ]
+        onehot = np.zeros((len(rows), POSITIONS))
+        onehot[np.arange(len(rows)), np.minimum(position, POSITIONS - 1)] = 1.0
+        return np.column_stack([*columns, onehot])
+
+
+def _item_start(n: np.ndarray) -> np.ndarray:
+    return np.r_[0, np.cumsum(n)[:-1]]
+
+
+def _item_mean(values: np.ndarray, item: np.ndarray, n: np.ndarray) -> np.ndarray:
+    return np.add.reduceat(values, _item_start(n)) / n
+
+
+def _centred(values: np.ndarray, item: np.ndarray, n: np.ndarray) -> np.ndarray:
+    return values - _item_mean(values, item, n)[item]
+
+
+def _rank_within(
+    values: np.ndarray, item: np.ndarray, n: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: its rank among its item's options scaled to [0, 1] (ties share their mean
+    rank), whether it is (one of) the item's largest, and (one of) its smallest."""
+    order = np.lexsort((values, item))
+    v, it = values[order], item[order]
+    new = np.r_[True, (v[1:] != v[:-1]) | (it[1:] != it[:-1])]
+    group_start = np.maximum.accumulate(np.where(new, np.arange(len(v)), 0))
+    end_marks = np.r_[new[1:], True]
+    group_end = np.minimum.accumulate(np.where(end_marks, np.arange(len(v)), len(v))[::-1])[::-1]
+    first = _item_start(n)[it]
+    last = first + n[it] - 1
+    less, equal = group_start - first, group_end - group_start + 1
+    rank = (less + (equal - 1) / 2) / np.maximum(n[it] - 1, 1)
+    out = np.empty((3, len(v)))
+    out[0, order], out[1, order], out[2, order] = rank, group_end == last, less == 0
+    return out[0], out[1], out[2]
+
+
+def audit_report(judged: list[Judged] | str, spec: BlindSpec, method: str) -> dict:
+    """Per task: items audited, blind accuracy, chance (1/options), z, the verdict and how
+    many items the blind model answered right with probability >= ``spec.threshold``; and
+    those items."""
+    doc: dict = {"method": method, "threshold": spec.threshold, "margin": spec.margin}
+    if isinstance(judged, str):
+        return {**doc, "status": judged, "items": 0, "tasks": [], "confident": []}
+    return {**doc, "status": "ok", "items": len(judged), **_by_task(judged, spec)}
+
+
+def _by_task(judged: list[Judged], spec: BlindSpec) -> dict:
+    groups: dict[str, list[Judged]] = {}
+    for j in judged:
+        groups.setdefault(j.task, []).append(j)
+    tasks, confident = [], []
+    for task in sorted(groups):
+        group = groups[task]
+        right = sum(j.solvable for j in group)
+        chance = sum(1 / j.n_options for j in group)
+        var = sum((1 / j.n_options) * (1 - 1 / j.n_options) for j in group)
+        sure = [j for j in group if j.solvable and j.probability >= spec.threshold]
+        accuracy, base = right / len(group), chance / len(group)
+        z = (right - chance) / math.sqrt(var) if var > 0 else 0.0
+        enough = len(group) >= spec.min_items
+        flagged = enough and accuracy - base > spec.margin and z > spec.min_z
+        tasks.append(
+            {
+                "task": task,
+                "items": len(group),
+                "accuracy": round(accuracy, 4),
+                "chance": round(base, 4),
+                "z": round(z, 2),
+                "confident": len(sure),
+                "flagged": flagged,
+                "verdict": (
+                    "answerable without the image"
+                    if flagged
+                    else ("near chance" if enough else f"too few items (< {spec.min_items})")
+                ),
+            }
+        )
+        confident += [
+            {
+                "item_id": j.item_id,
+                "task": task,
+                "answer": LETTERS[j.answer],
+                "probability": round(j.probability, 4),
+            }
+            for j in sure
+        ]
+    return {"tasks": tasks, "confident": confident}
+
+
+def run_audit(items: Iterable[Item], spec: BlindSpec, seed: int) -> dict:
+    """The audit of ``items`` (read once) as :func:`audit_report` gives it."""
+    audit = BlindAudit(spec, seed).add_all(items)
+    return audit_report(audit.judge(), spec, audit.method)
+
+
+def blind_table(report: dict, *, heading: str = "##") -> list[str]:
+    """The audit as Markdown lines: one row per task, flagged tasks in bold."""
+    lines = [
+        f"{heading} Text-only (blind) audit",
+        "",
+        f"How well a text-only judge ({report['method']}) answers each item from its question "
+        "and options alone, without the image (docs/blind_audit.md). A task is flagged when "
+        f"its blind accuracy exceeds chance by more than {report['margin']:.0%} and by more "
+        f"than 3 standard errors; an item counts as answered confidently at probability >= "
+        f"{report['threshold']}.",
+        "",
+    ]
+    if report["status"] != "ok":
+        return lines + [f"Audit {report['status']}.", ""]
+    lines += [
+        "| task | items | blind accuracy | chance | z | answered confidently | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for t in report["tasks"]:
+        verdict = f"**{t['verdict']}**" if t["flagged"] else t["verdict"]
+        lines.append(
+            f"| {t['task']} | {t['items']} | {t['accuracy']:.1%} | {t['chance']:.1%} | "
+            f"{t['z']:.1f} | {t['confident']} | {verdict} |"
+        )
+    return lines + [""]
+
+
+def blind_summary(report: dict) -> dict:
+    """The report without its item list (what the validate stage's stats and the card hold)."""
+    return {k: v for k, v in report.items() if k != "confident"} | {
+        "confident": len(report.get("confident", []))
+    }
