@@ -186,8 +186,13 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
             f"render quarantined {report['render_quarantined']}; {report['items']} kept."
         ]
     if report["validation"].get("blind"):
-        lines += blind_table(report["validation"]["blind"])
-        lines += ["The items answered confidently are listed in validation.md.", ""]
+        blind = report["validation"]["blind"]
+        lines += blind_table(blind)
+        if blind.get("confident"):
+            lines += [
+                f"The {blind['confident']} items answered confidently are listed in validation.md.",
+                "",
+            ]
     if report["random_baseline"]:
         table = format_baseline_table(report["random_baseline"])
         lines += ["## Random-guess baseline", "", table, ""]

@@ -153,7 +153,9 @@ class BlindAudit:
             local_item = np.repeat(np.arange(len(items)), n[items])
             x = self._features(rows, local_item, n[items])
             y = (rows - starts[item_of_row[rows]] == answers[item_of_row[rows]]).astype(int)
-            fold = rng_for(self.seed, "blind", name).permutation(len(items)) % self.spec.folds
+            truth = np.frombuffer(self.keys, np.int64)[starts[items] + answers[items]]
+            rng = rng_for(self.seed, "blind", name)
+            fold = _folds(answers[items], truth, self.spec.folds, rng)
             scores[rows] = out_of_fold_scores(x, y, fold[local_item], self.spec.folds)
         picked = np.empty(len(n), np.int64)
         prob = np.empty(len(n))
@@ -188,6 +190,20 @@ class BlindAudit:
         onehot = np.zeros((len(rows), POSITIONS))
         onehot[np.arange(len(rows)), np.minimum(position, POSITIONS - 1)] = 1.0
         return np.column_stack([*columns, onehot])
+
+
+def _folds(
+    answers: np.ndarray, truths: np.ndarray, folds: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A fold per item, stratified by the answer's position and then its text: every fold
+    has the task's letter and (nearly) its answer shares, so a model cannot learn from its
+    training folds the letters or answers their test fold lacks (with balanced letters and
+    classes, random folds make that anti-learning push the blind accuracy below chance)."""
+    _, truth_rank = np.unique(truths, return_inverse=True)
+    order = np.lexsort((rng.permutation(len(answers)), truth_rank, answers))
+    fold = np.empty(len(answers), np.int64)
+    fold[order] = np.arange(len(answers)) % folds
+    return fold
 
 
 def _item_start(n: np.ndarray) -> np.ndarray:
@@ -226,7 +242,12 @@ def audit_report(judged: list[Judged] | str, spec: BlindSpec, method: str) -> di
     """Per task: items audited, blind accuracy, chance (1/options), z, the verdict and how
     many items the blind model answered right with probability >= ``spec.threshold``; and
     those items."""
-    doc: dict = {"method": method, "threshold": spec.threshold, "margin": spec.margin}
+    doc: dict = {
+        "method": method,
+        "threshold": spec.threshold,
+        "margin": spec.margin,
+        "min_z": spec.min_z,
+    }
     if isinstance(judged, str):
         return {**doc, "status": judged, "items": 0, "tasks": [], "confident": []}
     return {**doc, "status": "ok", "items": len(judged), **_by_task(judged, spec)}
@@ -289,7 +310,8 @@ def blind_table(report: dict, *, heading: str = "##") -> list[str]:
         f"How well a text-only judge ({report['method']}) answers each item from its question "
         "and options alone, without the image (docs/blind_audit.md). A task is flagged when "
         f"its blind accuracy exceeds chance by more than {report['margin']:.0%} and by more "
-        f"than 3 standard errors; an item counts as answered confidently at probability >= "
+        f"than {report['min_z']:g} standard errors; an item counts as answered confidently "
+        "at probability >= "
         f"{report['threshold']}.",
         "",
     ]
