@@ -16,14 +16,13 @@ from ..errors import RecipeError
 from ..recipe import BlindSpec
 from ..store.parquet import ItemWriter
 from ..store.tables import ItemTable
-from ..validate.blind import BlindAudit, audit_report
+from ..validate.blind import BlindAudit
 
 
 def drop_blind_solvable(path: Path, spec: BlindSpec, seed: int) -> dict:
     """Rewrite the item file at ``path`` without its blind-solvable items; returns the audit
     report of the items before the drop (``confident`` lists the items removed)."""
-    audit = BlindAudit(spec, seed).add_all(ItemTable(path))
-    report = audit_report(audit.judge(), spec, audit.method)
+    report = BlindAudit(spec, seed).add_all(ItemTable(path)).report()
     if report["status"] != "ok":
         raise RecipeError(
             f"curate.drop_blind_solvable needs the text-only audit, which was {report['status']}",

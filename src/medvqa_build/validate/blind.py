@@ -14,11 +14,11 @@ score, the item's answer is the argmax and its probability the item-wise softmax
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,24 +39,10 @@ def _words(text: str) -> set[str]:
 
 
 def _option_key(text: str) -> int:
-    """Equal options (case and spacing folded) share a key within one process."""
-    return hash(" ".join(text.casefold().split()))
-
-
-@dataclass(frozen=True)
-class Judged:
-    """One audited item: the option the blind model picks, its probability, the answer."""
-
-    item_id: str
-    task: str
-    n_options: int
-    answer: int
-    picked: int
-    probability: float
-
-    @property
-    def solvable(self) -> bool:
-        return self.picked == self.answer
+    """Equal options (case and spacing folded) share a key, the same in every process (the
+    folds are dealt in the order of the answers' keys)."""
+    digest = hashlib.blake2b(" ".join(text.casefold().split()).encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "little", signed=True)
 
 
 class BlindAudit:
@@ -109,33 +95,51 @@ class BlindAudit:
             self.add(item)
         return self
 
-    def judge(self) -> list[Judged] | str:
-        """Every audited item's blind answer (item order), or why the audit was skipped."""
-        n_items = len(self.tasks)
-        if n_items == 0:
-            return []
+    def judge(self) -> tuple[np.ndarray, np.ndarray] | str:
+        """Per audited item (item order): the option the judge picks (-1: none) and its
+        probability; or why the audit was skipped."""
         if self.llm is not None:
             picked = np.frombuffer(self.picked, np.int8).astype(np.int64)
-            prob = np.frombuffer(self.probability, np.float32).astype(np.float64)
-        else:
-            try:
-                from .blind_sklearn import out_of_fold_scores
-            except ImportError:
-                return SKIPPED
-            picked, prob = self._classify(out_of_fold_scores)
+            return picked, np.frombuffer(self.probability, np.float32).astype(np.float64)
+        try:
+            from .blind_sklearn import out_of_fold_scores
+        except ImportError:
+            return SKIPPED
+        return self._classify(out_of_fold_scores)
+
+    def report(self) -> dict:
+        """The audit: per task, items audited, blind accuracy, chance (mean 1/options), z,
+        the verdict and how many items were answered right with probability >=
+        ``threshold``; and those items (``confident``)."""
+        spec = self.spec
+        doc: dict = {
+            "method": self.method,
+            "threshold": spec.threshold,
+            "margin": spec.margin,
+            "min_z": spec.min_z,
+        }
+        judged = self.judge() if len(self.tasks) else (np.zeros(0, np.int64), np.zeros(0))
+        if isinstance(judged, str):
+            return {**doc, "status": judged, "items": 0, "tasks": [], "confident": []}
+        picked, prob = judged
         tasks = np.frombuffer(self.tasks, np.uint32)
-        answers = np.frombuffer(self.answers, np.int8)
-        return [
-            Judged(
-                self.ids[k],
-                self.task_names[tasks[k]],
-                int(self.n_options[k]),
-                int(answers[k]),
-                int(picked[k]),
-                float(prob[k]),
-            )
-            for k in range(n_items)
-        ]
+        p_chance = 1.0 / np.frombuffer(self.n_options, np.uint8)
+        right = picked == np.frombuffer(self.answers, np.int8)
+        sure = right & (prob >= spec.threshold)
+        rows, confident = [], []
+        for code, task in sorted(enumerate(self.task_names), key=lambda kv: kv[1]):
+            mine = tasks == code
+            rows.append(_task_row(task, right[mine], p_chance[mine], int(sure[mine].sum()), spec))
+            confident += [
+                {
+                    "item_id": self.ids[k],
+                    "task": task,
+                    "answer": LETTERS[self.answers[k]],
+                    "probability": round(float(prob[k]), 4),
+                }
+                for k in np.flatnonzero(mine & sure).tolist()
+            ]
+        return {**doc, "status": "ok", "items": len(tasks), "tasks": rows, "confident": confident}
 
     def _classify(self, out_of_fold_scores) -> tuple[np.ndarray, np.ndarray]:
         """Per item, the option with the highest out-of-fold score and its softmax share."""
@@ -149,21 +153,20 @@ class BlindAudit:
             items = np.flatnonzero(tasks == code)
             if len(items) < 2 * self.spec.folds:
                 continue  # too few to cross-validate: every option scores alike
-            rows = np.concatenate([np.arange(starts[i], starts[i] + n[i]) for i in items])
             local_item = np.repeat(np.arange(len(items)), n[items])
+            rows = starts[items][local_item] + np.arange(len(local_item))
+            rows -= _item_start(n[items])[local_item]  # each item's rows, in item order
             x = self._features(rows, local_item, n[items])
             y = (rows - starts[item_of_row[rows]] == answers[item_of_row[rows]]).astype(int)
             truth = np.frombuffer(self.keys, np.int64)[starts[items] + answers[items]]
             rng = rng_for(self.seed, "blind", name)
             fold = _folds(answers[items], truth, self.spec.folds, rng)
             scores[rows] = out_of_fold_scores(x, y, fold[local_item], self.spec.folds)
-        picked = np.empty(len(n), np.int64)
-        prob = np.empty(len(n))
-        for k, (a, m) in enumerate(zip(starts.tolist(), n.tolist(), strict=True)):
-            s = scores[a : a + m]
-            e = np.exp(s - s.max())
-            picked[k] = int(np.argmax(s))
-            prob[k] = e[picked[k]] / e.sum()
+        grid = np.full((len(n), int(n.max())), -np.inf)  # one row per item, its options
+        grid[item_of_row, np.arange(len(item_of_row)) - starts[item_of_row]] = scores
+        picked = np.argmax(grid, axis=1)
+        e = np.exp(grid - grid.max(axis=1, keepdims=True))
+        prob = e[np.arange(len(n)), picked] / e.sum(axis=1)
         return picked, prob
 
     def _features(self, rows: np.ndarray, item: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -238,68 +241,34 @@ def _rank_within(
     return out[0], out[1], out[2]
 
 
-def audit_report(judged: list[Judged] | str, spec: BlindSpec, method: str) -> dict:
-    """Per task: items audited, blind accuracy, chance (1/options), z, the verdict and how
-    many items the blind model answered right with probability >= ``spec.threshold``; and
-    those items."""
-    doc: dict = {
-        "method": method,
-        "threshold": spec.threshold,
-        "margin": spec.margin,
-        "min_z": spec.min_z,
+def _task_row(
+    task: str, right: np.ndarray, p_chance: np.ndarray, confident: int, spec: BlindSpec
+) -> dict:
+    n = len(right)
+    accuracy, chance = float(right.mean()), float(p_chance.mean())
+    var = float((p_chance * (1 - p_chance)).sum())
+    z = (float(right.sum()) - float(p_chance.sum())) / math.sqrt(var) if var > 0 else 0.0
+    enough = n >= spec.min_items
+    flagged = enough and accuracy - chance > spec.margin and z > spec.min_z
+    if flagged:
+        verdict = "answerable without the image"
+    else:
+        verdict = "near chance" if enough else f"too few items (< {spec.min_items})"
+    return {
+        "task": task,
+        "items": n,
+        "accuracy": round(accuracy, 4),
+        "chance": round(chance, 4),
+        "z": round(z, 2),
+        "confident": confident,
+        "flagged": flagged,
+        "verdict": verdict,
     }
-    if isinstance(judged, str):
-        return {**doc, "status": judged, "items": 0, "tasks": [], "confident": []}
-    return {**doc, "status": "ok", "items": len(judged), **_by_task(judged, spec)}
-
-
-def _by_task(judged: list[Judged], spec: BlindSpec) -> dict:
-    groups: dict[str, list[Judged]] = {}
-    for j in judged:
-        groups.setdefault(j.task, []).append(j)
-    tasks, confident = [], []
-    for task in sorted(groups):
-        group = groups[task]
-        right = sum(j.solvable for j in group)
-        chance = sum(1 / j.n_options for j in group)
-        var = sum((1 / j.n_options) * (1 - 1 / j.n_options) for j in group)
-        sure = [j for j in group if j.solvable and j.probability >= spec.threshold]
-        accuracy, base = right / len(group), chance / len(group)
-        z = (right - chance) / math.sqrt(var) if var > 0 else 0.0
-        enough = len(group) >= spec.min_items
-        flagged = enough and accuracy - base > spec.margin and z > spec.min_z
-        tasks.append(
-            {
-                "task": task,
-                "items": len(group),
-                "accuracy": round(accuracy, 4),
-                "chance": round(base, 4),
-                "z": round(z, 2),
-                "confident": len(sure),
-                "flagged": flagged,
-                "verdict": (
-                    "answerable without the image"
-                    if flagged
-                    else ("near chance" if enough else f"too few items (< {spec.min_items})")
-                ),
-            }
-        )
-        confident += [
-            {
-                "item_id": j.item_id,
-                "task": task,
-                "answer": LETTERS[j.answer],
-                "probability": round(j.probability, 4),
-            }
-            for j in sure
-        ]
-    return {"tasks": tasks, "confident": confident}
 
 
 def run_audit(items: Iterable[Item], spec: BlindSpec, seed: int) -> dict:
-    """The audit of ``items`` (read once) as :func:`audit_report` gives it."""
-    audit = BlindAudit(spec, seed).add_all(items)
-    return audit_report(audit.judge(), spec, audit.method)
+    """The audit of ``items`` (read once), as :meth:`BlindAudit.report` gives it."""
+    return BlindAudit(spec, seed).add_all(items).report()
 
 
 def blind_table(report: dict, *, heading: str = "##") -> list[str]:

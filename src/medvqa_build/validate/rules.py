@@ -27,7 +27,7 @@ from ..render import prompt_levels
 from ..store.memory import release_freed_memory
 from ..store.tables import SampleTable, batched, sample_lookup
 from ..vocab import COORD_FORMATS, IMAGE_SCHEMES, LETTERS, answer_letters
-from .blind import BlindAudit, audit_report
+from .blind import BlindAudit
 from .summaries import IdLog, SplitTracker, duplicated
 
 
@@ -517,7 +517,7 @@ class _Blind:
     def finish(self, ctx: RuleContext) -> list[Problem]:
         if self.audit is None:
             return []
-        report = audit_report(self.audit.judge(), ctx.blind, self.audit.method)
+        report = self.audit.report()
         ctx.findings["blind"] = report
         return [
             Problem(

@@ -6,6 +6,8 @@ OpenAI-compatible endpoint once per prompt (a local server written here)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -203,3 +205,27 @@ def test_language_model_mode_unreachable_is_one_clear_error(tmp_path):
     spec = BlindSpec(endpoint="http://127.0.0.1:9/v1", model="m", cache=str(tmp_path), timeout_s=2)
     with pytest.raises(AuditError, match=r"could not ask 'm' at http://127.0.0.1:9/v1/chat"):
         BlindAudit(spec, 0).add_all(_items("t", 1))
+
+
+def test_same_audit_in_every_process():
+    """Option keys are stable hashes (Python's ``hash`` is salted per process): the folds,
+    hence the audit, do not depend on PYTHONHASHSEED."""
+    code = (
+        "import json; from tests.unit.validate.test_blind import _items; "
+        "from medvqa_build.recipe import BlindSpec; from medvqa_build.validate.blind import "
+        "run_audit; print(json.dumps(run_audit(_items('t', 60) + _items('l', 60, 'longest'), "
+        "BlindSpec(), 0)))"
+    )
+    root = Path(__file__).resolve().parents[3]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(root / "src")},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert outs[0] == outs[1] and json.loads(outs[0])["tasks"][0]["flagged"]
