@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import RecipeError, describe_validation_error
+from .media.image import DEFAULT_MAX_PIXELS
 from .sources import all_sources
 from .vocab import COORD_FORMATS
 
@@ -126,6 +127,8 @@ class Recipe(_Strict):
     # {"open_clip": {"model_name": ..., "pretrained": "/path/ckpt.pt"}} (docs/negatives.md)
     embedder: str | dict[str, Any] = "offline"
     embedding_cache: str | None = None  # default $MEDVQA_CACHE/embeddings or ~/.cache/medvqa_build
+    # pixels per image: a header claiming more is quarantined before any decode (bombs)
+    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1)
     sources: list[SourceSpec]
     tasks: list[TaskSpec]
     # dedup / selection / splits (docs/curation.md); validated by medvqa_build.curate

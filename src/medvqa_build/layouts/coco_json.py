@@ -151,7 +151,7 @@ class CocoJson(FileLayout):
         o = self.options
         image, anns, names = candidate.info
         left_out: dict[str, int] = defaultdict(int)
-        width, height = check_image(ctx.safe_path(candidate.rel), ctx.verify)
+        width, height = check_image(ctx.safe_path(candidate.rel), ctx.verify, ctx.max_pixels)
         if (image.get("width"), image.get("height")) not in ((width, height), (None, None)):
             raise ImageProblem(
                 f"image is {width}x{height}, the annotation says "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
 from ..media.dicom import (
     SAFE_KEYWORDS,
     allowed_attributes,
@@ -16,11 +17,13 @@ from ..media.dicom import (
 
 
 def dicom_size_and_attributes(
-    path: Path, verify: str, keywords: list[str]
+    path: Path, verify: str, keywords: list[str], max_pixels: int | None = DEFAULT_MAX_PIXELS
 ) -> tuple[int, int, dict[str, str]]:
-    """``(width, height, allow-listed attributes)``; raises ``DicomProblem`` for a bad file."""
+    """``(width, height, allow-listed attributes)``; raises ``DicomProblem`` for a bad file
+    (``ImageProblem`` for one whose header claims more than ``max_pixels``, before decoding)."""
     ds = read_header(path)
     width, height = header_size(ds)
+    pixel_limit(width, height, max_pixels)
     check_pixel_data(path)
     if verify == "decode":
         check_dicom(path, "decode")

@@ -116,7 +116,7 @@ class JsonBoxes(FileLayout):
         header reads (a damaged file is reported as such first)."""
         o = self.options
         path, entry = candidate.info
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         if entry is None and o.require_entry:
             raise ImageProblem(f"image not listed in {o.boxes.file}")
         regions, raw_labels = regions_from_entry(ctx, o.boxes, entry or {}, width, height)

@@ -217,7 +217,7 @@ class KeypointJson(FileLayout):
             data = json.loads(json_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ImageProblem(f"{ctx.rel(json_path)} is not valid JSON ({exc})") from None
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         listed = (_get(data, o.width_key or ""), _get(data, o.height_key or ""))
         if None not in listed and (int(listed[0]), int(listed[1])) != (width, height):
             raise ImageProblem(

@@ -19,6 +19,7 @@ from ..layouts import ScanContext
 from ..layouts.base import Layout, make_layout
 from ..layouts.discovery import PartSpec, RootResolution, resolve_root
 from ..manifest import LayoutPart, SourceManifest
+from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
 from .synthetic_endo import write_synthetic_endo
 
@@ -149,6 +150,7 @@ class Source:
         verify: str = "header",
         shard: tuple[int, int] = (0, 1),
         stats: ScanStats | None = None,
+        max_pixels: int | None = DEFAULT_MAX_PIXELS,
     ) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
         """``(part number, candidate index, entry)`` for the candidates shard ``(k, n)`` owns,
         of the parts found under the root (see :meth:`resolve`).
@@ -164,6 +166,7 @@ class Source:
             if n > 1 and not getattr(layout, "shardable", False) and k != 0:
                 continue
             ctx = self.context(part, layout, resolution.root, verify, shard)
+            ctx.max_pixels = max_pixels
             for index, entry in self.scan_part(layout, ctx, stats):
                 yield part_no, index, entry
 
