@@ -10,7 +10,8 @@ from pathlib import Path
 from ..errors import RecipeError
 from . import noop
 
-DEFAULT_MAX_PIXELS = 200_000_000  # media.image.DEFAULT_MAX_PIXELS (not imported: --help stays light)
+# = media.image.DEFAULT_MAX_PIXELS, not imported so that --help stays light
+DEFAULT_MAX_PIXELS = 200_000_000
 
 
 def _positive_int(text: str) -> int:

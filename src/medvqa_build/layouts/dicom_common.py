@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
 from ..media.dicom import (
     SAFE_KEYWORDS,
     allowed_attributes,
@@ -14,6 +13,7 @@ from ..media.dicom import (
     header_size,
     read_header,
 )
+from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
 
 
 def dicom_size_and_attributes(

@@ -199,9 +199,7 @@ _PNG_MODES = frozenset(
 _PNG_MIN_LENGTH = {b"PLTE": 0, b"sRGB": 1, b"gAMA": 4, b"pHYs": 9}  # chunks allowed before IDAT
 
 
-def _header_size(
-    head: bytes, fd: int, size: int, max_pixels: int | None
-) -> tuple[int, int] | None:
+def _header_size(head: bytes, fd: int, size: int, max_pixels: int | None) -> tuple[int, int] | None:
     """``(width, height)`` of the open file ``fd`` whose first bytes are ``head``, or None when
     Pillow cannot open it (the caller then repeats the check step by step for the reason)."""
     wh = plain_header_size(head)

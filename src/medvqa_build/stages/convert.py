@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from ..executors import make_executor
 from ..errors import ImageProblem
+from ..executors import make_executor
 from ..layouts.discovery import RootResolution
 from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
 from ..records import QuarantineEntry, Sample
