@@ -197,6 +197,13 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
             lines.append(f"  tasks losing {sid}'s input: {', '.join(c['tasks_losing_input'])}")
         if line := labels_missing_summary(c):
             lines.append(f"  {line}")
+    later = {k: v for k, v in r.get("quarantined_per_stage", {}).items() if k != "convert"}
+    if later:
+        lines.append(
+            "quarantined after convert: "
+            + ", ".join(f"{k} {v}" for k, v in later.items())
+            + f" (see {out / 'quarantine.json'})"
+        )
     if r.get("missing_sources"):
         lines.append("missing sources: " + "; ".join(r["missing_sources"]))
     if r.get("shortfall"):

@@ -125,8 +125,10 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         },
         "missing_sources": list(summary.missing),
         "quarantined": [
-            {"file": q.file, "source": q.source, "reason": q.reason} for q in summary.quarantine
+            {"file": q.file, "source": q.source, "stage": q.stage, "reason": q.reason}
+            for q in summary.quarantine
         ],
+        "quarantined_per_stage": dict(sorted(Counter(q.stage for q in summary.quarantine).items())),
         "items": n_items,
         "items_per_task": dict(sorted(per_task.items())),
         "dropped": generate.get("dropped", 0),
