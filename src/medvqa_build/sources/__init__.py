@@ -7,6 +7,7 @@ Generated sources (``access: generated``) also register a writer here.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -22,6 +23,8 @@ from ..manifest import LayoutPart, SourceManifest
 from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
 from .synthetic_endo import write_synthetic_endo
+
+log = logging.getLogger(__name__)
 
 # Writers of generated sources: id -> function(root, **options) -> root.
 GENERATORS: dict[str, Callable[..., Path]] = {"synthetic-endo": write_synthetic_endo}
@@ -223,6 +226,9 @@ def _load_all(dirs: tuple[Path, ...]) -> dict[str, Source]:
     sources: dict[str, Source] = {}
     for folder in dirs:
         for path in sorted(folder.glob("*.yaml")):
+            if not path.is_file():  # a folder or a socket named *.yaml is no manifest
+                log.warning("skipping %s: not a regular file", path)
+                continue
             manifest = SourceManifest.from_yaml(path)
             if manifest.id in sources:
                 raise SourceError(
