@@ -142,7 +142,9 @@ def check_image(
     return _check_read(path, mode, wh[0], wh[1], head[:8], tail)
 
 
-def _check_image_slow(path: Path, mode: str, max_pixels: int | None) -> tuple[int, int]:
+def _check_image_slow(
+    path: Path, mode: str, max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> tuple[int, int]:
     """:func:`check_image` one step at a time (each error with its own message)."""
     if not path.is_file():
         if path.is_symlink():
