@@ -40,7 +40,6 @@ def cli(
         text=True,
         timeout=300,
         env=environ,
-        cwd=cwd,
         check=False,
     )
 
