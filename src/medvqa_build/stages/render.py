@@ -435,10 +435,12 @@ def _windows(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
 
 def render_failures(bad: list[dict]) -> list[QuarantineEntry]:
     """Items that could not be drawn, as quarantine entries of stage ``render`` (the item's
-    first image, and the item and task in the reason)."""
+    first image below its source root, and the item and task in the reason)."""
     return [
         QuarantineEntry(
-            file=b.get("file") or ",".join(b["sample_ids"]),
+            file=(b.get("file") or ",".join(b["sample_ids"])).removeprefix(
+                f"source://{b.get('source', '')}/"
+            ),
             reason=f"{b['reason']} (item {b['item_id']}, task {b['task']})",
             source=b.get("source", ""),
             stage="render",
