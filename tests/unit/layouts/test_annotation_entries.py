@@ -1,6 +1,6 @@
 """Issue 27: a malformed entry of a dataset's annotation file quarantines only the samples it
 describes; a malformed file (a field the whole source needs) is one line naming the file, the
-field and what was expected. Readers: coco_json, json_boxes, keypoint_json."""
+field and what was expected. Readers: coco_json, json_boxes, keypoint_json, instrument_xml."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from medvqa_build.errors import SourceError
+from medvqa_build.errors import ImageProblem, SourceError
 from medvqa_build.layouts.base import ScanContext, make_layout
+from medvqa_build.layouts.instrument_xml import InstrumentXmlOptions, xml_regions
 from medvqa_build.records import QuarantineEntry, Sample
 
 
@@ -155,3 +156,35 @@ def test_keypoint_json_bad_files_quarantine_their_image(tmp_path):
     assert "JSON list; expected an object" in reasons["img/b.png"]
     assert "whole numbers" in reasons["img/c.png"]
     assert "'shapes' is dict" in reasons["img/d.png"]
+
+
+# -- instrument_xml -------------------------------------------------------------------------------
+
+XML_LAUGHS = (
+    '<?xml version="1.0"?>\n<!DOCTYPE a [<!ENTITY l0 "lol">'
+    + "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+    + "]>\n<annotation><objects><name>&l9;</name></objects></annotation>\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (XML_LAUGHS, ("not well-formed XML",)),
+        (
+            "<a><objects><name>clasper</name><bndbox><xmin>x</xmin><ymin>1</ymin>"
+            "<xmax>5</xmax><ymax>5</ymax></bndbox></objects></a>",
+            ("coordinate is not a number",),
+        ),
+        ("<a><objects><bndbox/></objects></a>", ("has no <name>",)),
+    ],
+    ids=["entity-bomb", "coordinate", "no-name"],
+)
+def test_instrument_xml_bad_file_is_a_per_frame_problem(tmp_path, text, words):
+    path = tmp_path / "frame000.xml"
+    path.write_text(text)
+    ctx = ScanContext(source="t", root=tmp_path, part="p", modality="endoscopy", scene=None)
+    with pytest.raises(ImageProblem) as err:
+        xml_regions(ctx, InstrumentXmlOptions(), path, 40, 30, 0)
+    for word in words:
+        assert word in str(err.value)
