@@ -181,7 +181,9 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
         lines += ["## Difficulty of the distractors", "", table, ""]
     if summary.quarantine:
         lines += ["## Quarantine", ""]
-        lines += [f"- `{q.file}` ({q.source}): {q.reason}" for q in summary.quarantine] + [""]
+        lines += [
+            f"- `{q.file}` ({q.source}, {q.stage}): {q.reason}" for q in summary.quarantine
+        ] + [""]
     return "\n".join(lines)
 
 
