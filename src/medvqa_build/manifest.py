@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import SourceError, describe_validation_error
+from .store import yaml_text
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -92,9 +93,11 @@ class SourceManifest(BaseModel):
         path = Path(path)
         try:
             # the C loader when libyaml is present: manifests are read on every command
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
-        except yaml.YAMLError as exc:
-            raise SourceError(f"manifest is not valid YAML ({exc})", where=str(path)) from None
+            data = yaml_text.load(yaml_text.read_utf8(path), _YAML_LOADER)
+        except yaml_text.YamlProblem as exc:
+            raise SourceError(
+                f"manifest: {exc}", where=str(path), fix="fix or remove the file"
+            ) from None
         try:
             manifest = cls.model_validate(data)
         except ValidationError as exc:

@@ -23,7 +23,9 @@ from pydantic import (
 )
 
 from .errors import RecipeError, describe_validation_error
+from .media.image import DEFAULT_MAX_PIXELS
 from .sources import all_sources
+from .store import yaml_text
 from .vocab import COORD_FORMATS
 
 SAMPLE_FILTER_KEYS = ("modality", "scene", "split", "source")
@@ -43,6 +45,22 @@ def register_check(check: Callable[[Recipe, str], None]) -> Callable[[Recipe, st
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# a name that becomes a file or folder name (build/<recipe>, an export's per-task files)
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.+-]{0,99}")
+
+
+def file_name(value: str) -> str:
+    """``value`` when it can name a file on every system (1-100 of letters, digits, space,
+    ``_ . + -``, not starting with a dot or a space); else ValueError saying so."""
+    if not _FILE_NAME.fullmatch(value) or value.endswith((" ", ".")):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        raise ValueError(
+            f"{shown!r} ({len(value)} characters) cannot name a file: use 1-100 letters, "
+            "digits, spaces, '_', '.', '+' or '-', starting with a letter or digit"
+        )
+    return value
 
 
 class SourceSpec(_Strict):
@@ -79,6 +97,8 @@ class TaskSpec(_Strict):
     # test item of the build (EndoVQA-Instruct / MedSG-188K's role)
     split: Literal["test", "train"] = "test"
     params: dict[str, Any] = Field(default_factory=dict)
+
+    _name = field_validator("name")(file_name)
 
     @field_validator("where")
     @classmethod
@@ -156,7 +176,7 @@ class Recipe(_Strict):
     """The whole build: sources, tasks, rendering, export, and the one seed."""
 
     name: str
-    benchmark: str
+    benchmark: str = Field(max_length=200)
     seed: int = 0
     # multiplies every task's quota (e.g. 0.1 builds a tenth of EndoBench from what you have)
     quota_scale: float = Field(1.0, gt=0)
@@ -164,6 +184,8 @@ class Recipe(_Strict):
     # {"open_clip": {"model_name": ..., "pretrained": "/path/ckpt.pt"}} (docs/negatives.md)
     embedder: str | dict[str, Any] = "offline"
     embedding_cache: str | None = None  # default $MEDVQA_CACHE/embeddings or ~/.cache/medvqa_build
+    # pixels per image: a header claiming more is quarantined before any decode (bombs)
+    max_pixels: int = Field(DEFAULT_MAX_PIXELS, ge=1)
     sources: list[SourceSpec]
     tasks: list[TaskSpec]
     # dedup / selection / splits (docs/curation.md); validated by medvqa_build.curate
@@ -190,6 +212,8 @@ class Recipe(_Strict):
             data.pop("blind", None)
         return data
 
+    _name = field_validator("name")(file_name)
+
     @model_validator(mode="after")
     def _cross_checks(self) -> Recipe:
         ids = [s.id for s in self.sources]
@@ -208,14 +232,12 @@ class Recipe(_Strict):
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise RecipeError("recipe file not found", where=str(path), fix="check the path")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise RecipeError(
-                f"recipe is not valid YAML ({exc})".replace("\n", " "), where=str(path)
-            ) from None
+            data = yaml_text.load(yaml_text.read_utf8(path))
+        except yaml_text.YamlProblem as exc:
+            raise RecipeError(f"recipe: {exc}", where=str(path)) from None
         return cls.from_dict(data, overrides, where=str(path))
 
     @classmethod
@@ -226,6 +248,10 @@ class Recipe(_Strict):
             raise RecipeError("a recipe must be a YAML mapping", where=where)
         for item in overrides or []:
             apply_override(data, item, where)
+        try:
+            yaml_text.check_sizes(data)
+        except yaml_text.YamlProblem as exc:
+            raise RecipeError(f"bad recipe: {exc}", where=where) from None
         try:
             recipe = cls.model_validate(data)
         except ValidationError as exc:
@@ -285,7 +311,14 @@ def apply_override(data: dict, item: str, where: str) -> None:
     if "=" not in item:
         raise RecipeError(f"--set {item!r} is not KEY=VALUE", where=where, fix="e.g. --set seed=3")
     key, raw = item.split("=", 1)
-    value = yaml.safe_load(raw) if raw else ""
+    try:
+        value = yaml_text.load(raw) if raw else ""
+    except yaml_text.YamlProblem as exc:
+        raise RecipeError(
+            f"--set {item!r}: the value {raw!r} is {exc}",
+            where=where,
+            fix="quote it, e.g. --set 'key=\"text\"'",
+        ) from None
     node: Any = data
     parts = key.split(".")
     for i, part in enumerate(parts):

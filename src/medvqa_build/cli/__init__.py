@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s"
     )
+    if not args.verbose:
+        # a file pydicom cannot decode is quarantined with the reason; the traceback its
+        # decoders log for it is noise
+        logging.getLogger("pydicom.pixels").setLevel(logging.CRITICAL)
     try:
         return int(args.func(args) or 0)
     except MedvqaError as exc:

@@ -10,6 +10,20 @@ from pathlib import Path
 from ..errors import RecipeError
 from . import noop
 
+# = media.image.DEFAULT_MAX_PIXELS, not imported so that --help stays light
+DEFAULT_MAX_PIXELS = 200_000_000
+
+
+def _positive_int(text: str) -> int:
+    """An integer >= 1, written as digits or in e-notation (2e8)."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value != int(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(value)
+
 
 def _scenes(m) -> list[str]:
     found = {m.scene} | {p.scene for p in m.parts} | set(m.scene_map.values())
@@ -92,6 +106,7 @@ def _cmd_convert(args) -> int:
         verify=args.verify,
         progress=not args.quiet,
         workers=args.workers,
+        max_pixels=args.max_pixels,
     )
     print(
         f"{args.source}: found {counts['found']}, converted {counts['converted']}, "
@@ -182,6 +197,13 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
             lines.append(f"  tasks losing {sid}'s input: {', '.join(c['tasks_losing_input'])}")
         if line := labels_missing_summary(c):
             lines.append(f"  {line}")
+    later = {k: v for k, v in r.get("quarantined_per_stage", {}).items() if k != "convert"}
+    if later:
+        lines.append(
+            "quarantined after convert: "
+            + ", ".join(f"{k} {v}" for k, v in later.items())
+            + f" (see {out / 'quarantine.json'})"
+        )
     if r.get("missing_sources"):
         lines.append("missing sources: " + "; ".join(r["missing_sources"]))
     if r.get("shortfall"):
@@ -289,6 +311,14 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
         default=1,
         metavar="N",
         help="processes sharing the per-file work (same output as 1)",
+    )
+    p.add_argument(
+        "--max-pixels",
+        type=_positive_int,
+        default=DEFAULT_MAX_PIXELS,
+        metavar="N",
+        help="quarantine, undecoded, an image whose header claims more pixels than N "
+        f"(default {DEFAULT_MAX_PIXELS:.0e}; the recipe key max_pixels)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_convert)

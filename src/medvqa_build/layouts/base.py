@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ImageProblem, SourceError, describe_validation_error
+from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
 from ..registry import Registry
 from ..store.paths import contained_path, without_suffix
@@ -59,6 +60,8 @@ class ScanContext:
     scene: str | None
     label_map: dict[str, str] = field(default_factory=dict)
     verify: str = "header"
+    # pixels per image (recipe key max_pixels): a header claiming more is quarantined, undecoded
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
     # this process handles candidates i with i % shard_count == shard_index (see defer)
     shard_index: int = 0
     shard_count: int = 1

@@ -156,7 +156,7 @@ class ClassFolders(FileLayout):
                 candidate.rel,
                 f"expected {depth} folder level(s) below {o.images_dir!r}, found {len(folders)}",
             )
-        width, height = check_image(os.path.join(dirpath, name), ctx.verify)
+        width, height = check_image(os.path.join(dirpath, name), ctx.verify, ctx.max_pixels)
         label = ctx.canonical(folders[-1])
         split = self._split(ctx, splits, name, folders[-1], label)
         return ctx.sample(

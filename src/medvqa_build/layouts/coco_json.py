@@ -103,6 +103,18 @@ class CocoJson(FileLayout):
                 where=str(path),
                 fix="check the manifest's annotations path",
             )
+        for key in keys:
+            _check_list(ctx, path, key, data[key])
+        for key in set(keys) - {"images", "annotations"}:  # id -> name tables, used by all
+            for i, raw in enumerate(data[key]):
+                entry = raw if isinstance(raw, dict) else {}
+                if not _hashable_id(entry.get("id")) or not isinstance(entry.get("name"), str):
+                    raise SourceError(
+                        f"{ctx.source}: {key}[{i}] of the COCO file is {_shown(raw)}; "
+                        'expected {"id": <number or text>, "name": <text>, ...}',
+                        where=str(path),
+                        fix="repair the annotation file",
+                    )
         ctx.note_table(path, keys)
         return path, data
 
@@ -135,15 +147,31 @@ class CocoJson(FileLayout):
             for k in {"categories", *o.image_fields.values(), *o.region_list_fields.values()}
         }
         by_image: dict = defaultdict(list)
-        image_ids = {image["id"] for image in data["images"]}
-        for ann in data["annotations"]:
-            if ann.get("image_id") in image_ids:
-                by_image[ann["image_id"]].append(ann)
+        images = []
+        for i, raw in enumerate(data["images"]):
+            image = raw if isinstance(raw, dict) else {}
+            name = image.get("file_name")
+            if not isinstance(name, str) or not name or not _hashable_id(image.get("id")):
+                yield ctx.quarantine(
+                    f"{ctx.rel(path)}#images[{i}]",
+                    f"images[{i}] is {_shown(raw)}; expected "
+                    '{"id": <number or text>, "file_name": <text>, ...}',
+                )
+                continue
+            images.append(image)
+        image_ids = {image["id"] for image in images}
+        for i, ann in enumerate(data["annotations"]):
+            if not isinstance(ann, dict):
+                yield ctx.quarantine(path, f"annotations[{i}] is {_shown(ann)}, not an object")
+                continue
+            image_id = ann.get("image_id")
+            if _hashable_id(image_id) and image_id in image_ids:
+                by_image[image_id].append(ann)
             else:
                 yield ctx.quarantine(
-                    path, f"annotation {ann.get('id')} names unknown image {ann.get('image_id')}"
+                    path, f"annotation {ann.get('id')} names unknown image {image_id!r}"
                 )
-        for image in sorted(data["images"], key=lambda im: str(im["file_name"])):
+        for image in sorted(images, key=lambda im: str(im["file_name"])):
             rel = (Path(images_dir) / image["file_name"]).as_posix()
             yield FileCandidate(rel, (image, by_image[image["id"]], names))
 
@@ -151,7 +179,7 @@ class CocoJson(FileLayout):
         o = self.options
         image, anns, names = candidate.info
         left_out: dict[str, int] = defaultdict(int)
-        width, height = check_image(ctx.safe_path(candidate.rel), ctx.verify)
+        width, height = check_image(ctx.safe_path(candidate.rel), ctx.verify, ctx.max_pixels)
         if (image.get("width"), image.get("height")) not in ((width, height), (None, None)):
             raise ImageProblem(
                 f"image is {width}x{height}, the annotation says "
@@ -236,8 +264,8 @@ class CocoJson(FileLayout):
         return attributes
 
     def _box(self, bbox, width: int, height: int) -> tuple[float, float, float, float]:
-        if not isinstance(bbox, list | tuple) or len(bbox) != 4:
-            raise ImageProblem(f"bbox {bbox!r} is not [x, y, w, h]")
+        if not isinstance(bbox, list | tuple) or len(bbox) != 4 or not all(map(_is_number, bbox)):
+            raise ImageProblem(f"bbox {_shown(bbox)} is not [x, y, w, h] (four numbers)")
         x, y, w, h = (float(v) for v in bbox)
         box = [x, y, x + w, y + h]  # COCO boxes are pixel-edge: x + w is already exclusive
         tol = self.options.clip_tolerance_px
@@ -252,8 +280,31 @@ class CocoJson(FileLayout):
         return tuple(box)  # type: ignore[return-value]
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _hashable_id(value) -> bool:
+    return isinstance(value, int | str) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    text = f"{type(value).__name__} {value!r}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _check_list(ctx: ScanContext, path: Path, key: str, value) -> None:
+    """A top-level COCO key must be a list: one line naming it otherwise."""
+    if not isinstance(value, list):
+        raise SourceError(
+            f"{ctx.source}: COCO field {key!r} must be a list; found {_shown(value)}",
+            where=str(path),
+            fix="repair the annotation file",
+        )
+
+
 def _name(categories: dict, value, field: str) -> str:
-    if value not in categories:
+    if not _hashable_id(value) or value not in categories:
         raise LabelProblem(f"{field} id {value!r} is not in the file's categories")
     return str(categories[value])
 
@@ -262,7 +313,9 @@ def _polygon(segmentation) -> tuple[tuple[float, float], ...]:
     """The longest ring of a COCO polygon segmentation (RLE segmentations are not read)."""
     if not isinstance(segmentation, list) or not segmentation:
         return ()
-    rings = [s for s in segmentation if isinstance(s, list) and len(s) >= 6]
+    rings = [
+        s for s in segmentation if isinstance(s, list) and len(s) >= 6 and all(map(_is_number, s))
+    ]
     if not rings:
         return ()
     ring = max(rings, key=len)

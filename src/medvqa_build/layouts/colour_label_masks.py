@@ -103,7 +103,7 @@ class ColourLabelMasks(FileLayout):
         label_file = fixes.get((seq.name, path.stem)) or (
             seq / o.labels_dir / o.label_name.format(stem=path.stem)
         )
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         regions: list[Region] = []
         raw_names: list[str] = []
         if label_file.is_file():

@@ -101,7 +101,7 @@ class CornerPointCsv(FileLayout):
         path: Path = candidate.info
         left_out: list[str] = []  # corners and flags the CSV leaves empty, counted if kept
         rows = self._rows(ctx, path.with_suffix(".csv"))
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         regions, flagged = [], set()
         for line, (edge, row) in enumerate(zip(o.edges, rows, strict=True), start=1):
             region, flag = self._edge(line, edge, row, width, height, left_out)

@@ -124,7 +124,7 @@ class DicomBoxTable(FileLayout):
         if not rows:
             raise LabelProblem(f"image not listed in {o.table}")
         width, height, attrs = dicom_size_and_attributes(
-            ctx.root / candidate.rel, ctx.verify, o.dicom_attributes
+            ctx.root / candidate.rel, ctx.verify, o.dicom_attributes, ctx.max_pixels
         )
         labelled = []
         for row in rows:

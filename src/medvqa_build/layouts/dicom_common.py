@@ -13,14 +13,17 @@ from ..media.dicom import (
     header_size,
     read_header,
 )
+from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
 
 
 def dicom_size_and_attributes(
-    path: Path, verify: str, keywords: list[str]
+    path: Path, verify: str, keywords: list[str], max_pixels: int | None = DEFAULT_MAX_PIXELS
 ) -> tuple[int, int, dict[str, str]]:
-    """``(width, height, allow-listed attributes)``; raises ``DicomProblem`` for a bad file."""
+    """``(width, height, allow-listed attributes)``; raises ``DicomProblem`` for a bad file
+    (``ImageProblem`` for one whose header claims more than ``max_pixels``, before decoding)."""
     ds = read_header(path)
     width, height = header_size(ds)
+    pixel_limit(width, height, max_pixels)
     check_pixel_data(path)
     if verify == "decode":
         check_dicom(path, "decode")

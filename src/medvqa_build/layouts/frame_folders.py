@@ -127,7 +127,7 @@ class FrameFolders(FileLayout):
                 attributes[f"tool:{name}"] = "1" if present else "0"
                 if present and o.tools_as_labels:
                     labels.append(name)
-        width, height = check_image(os.path.join(dirpath, file), ctx.verify)
+        width, height = check_image(os.path.join(dirpath, file), ctx.verify, ctx.max_pixels)
         for column in left_out:  # counted once the frame is known to convert
             ctx.label_missing(column)
         return ctx.sample(

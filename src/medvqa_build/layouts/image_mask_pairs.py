@@ -168,7 +168,7 @@ class ImageMaskPairs(FileLayout):
         folders = part.folders
         mask_file, mask_found = _mask_file(ctx.root, folders, part.base, path)
         attributes = dict(o.attributes)
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         raw_label, label_given = o.region_label, True
         if part.labels is not None and folders.labels is not None:
             listed = label_for(part.labels, folders.labels, path.relative_to(part.base))

@@ -98,7 +98,7 @@ class InstrumentLabelFolders(FileLayout):
         seq, path, key, folders = candidate.info
         attributes = {"sequence": seq.name}
         regions: list[Region] = []
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         if folders is None and o.labels_required:
             raise ImageProblem(f"{ctx.rel(seq)} has no {o.labels_dir!r} folder")
         if folders and not any((folder / path.name).is_file() for _, folder in folders):

@@ -57,14 +57,32 @@ def regions_from_entry(
 ) -> tuple[tuple[Region, ...], tuple[str, ...]]:
     """Box regions of one JSON entry and their raw labels; raises ImageProblem/LabelProblem
     with the quarantine reason."""
+    if not isinstance(entry, dict):
+        raise ImageProblem(
+            f"{opts.file} entry is {type(entry).__name__} {str(entry)[:40]!r}; expected an "
+            f"object with {opts.boxes_key!r}"
+        )
     listed = {"width", "height"} <= set(entry) and opts.check_size
-    if listed and (int(entry["width"]), int(entry["height"])) != (width, height):
+    try:
+        size = (int(entry["width"]), int(entry["height"])) if listed else None
+    except (TypeError, ValueError):
+        raise ImageProblem(
+            f"{opts.file} entry has width/height {entry['width']!r}x{entry['height']!r}; "
+            "expected whole numbers"
+        ) from None
+    boxes = entry.get(opts.boxes_key) or ()
+    if not isinstance(boxes, list | tuple):
+        raise ImageProblem(
+            f"{opts.file} entry field {opts.boxes_key!r} is {type(boxes).__name__}; expected "
+            "a list of boxes"
+        )
+    if listed and size != (width, height):
         raise ImageProblem(
             f"{opts.file} says {entry['width']}x{entry['height']}, image is {width}x{height}"
         )
     pad = 1.0 if opts.max_inclusive else 0.0
     regions, raw_labels = [], []
-    for raw in entry.get(opts.boxes_key) or ():
+    for raw in boxes:
         try:
             box = (
                 float(raw["xmin"]),
@@ -73,7 +91,10 @@ def regions_from_entry(
                 float(raw["ymax"]) + pad,
             )
         except (KeyError, TypeError, ValueError):
-            raise ImageProblem(f"box {raw!r} in {opts.file} lacks xmin/ymin/xmax/ymax") from None
+            shown = repr(raw) if len(repr(raw)) <= 80 else repr(raw)[:77] + "..."
+            raise ImageProblem(
+                f"box {shown} in {opts.file} lacks numeric xmin/ymin/xmax/ymax"
+            ) from None
         problem = box_problem(box, width, height)
         if problem:
             raise ImageProblem(problem)
@@ -116,7 +137,7 @@ class JsonBoxes(FileLayout):
         header reads (a damaged file is reported as such first)."""
         o = self.options
         path, entry = candidate.info
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         if entry is None and o.require_entry:
             raise ImageProblem(f"image not listed in {o.boxes.file}")
         regions, raw_labels = regions_from_entry(ctx, o.boxes, entry or {}, width, height)

@@ -191,6 +191,11 @@ class KeypointJson(FileLayout):
         raw = "" if is_missing(raw, self._missing) else str(raw).strip()
         label = ctx.canonical(raw) if raw else None
         shapes = _get(data, o.shapes_key) or []
+        if not isinstance(shapes, list):
+            raise ImageProblem(
+                f"{ctx.rel(json_path)} field {o.shapes_key!r} is {type(shapes).__name__}; "
+                "expected a list of shapes"
+            )
         regions, repeated = self._regions(ctx, shapes, width, height)
         if label is None:
             ctx.label_missing(o.label_table_label_column if o.label_table else o.label_key)
@@ -217,9 +222,20 @@ class KeypointJson(FileLayout):
             data = json.loads(json_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ImageProblem(f"{ctx.rel(json_path)} is not valid JSON ({exc})") from None
-        width, height = check_image(path, ctx.verify)
+        if not isinstance(data, dict):
+            raise ImageProblem(
+                f"{ctx.rel(json_path)} is a JSON {type(data).__name__}; expected an object"
+            )
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         listed = (_get(data, o.width_key or ""), _get(data, o.height_key or ""))
-        if None not in listed and (int(listed[0]), int(listed[1])) != (width, height):
+        try:
+            size = (int(listed[0]), int(listed[1])) if None not in listed else None
+        except (TypeError, ValueError):
+            raise ImageProblem(
+                f"{ctx.rel(json_path)} gives the size {listed[0]!r}x{listed[1]!r}; expected "
+                "whole numbers"
+            ) from None
+        if size is not None and size != (width, height):
             raise ImageProblem(
                 f"{ctx.rel(json_path)} says {listed[0]}x{listed[1]}, the image is {width}x{height}"
             )

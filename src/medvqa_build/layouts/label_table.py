@@ -107,7 +107,7 @@ class LabelTable(FileLayout):
         o = self.options
         rel, row = candidate.rel, candidate.info
         missing = {c: is_missing(row[c], self._missing) for c in row}
-        width, height = check_image(ctx.safe_path(rel), ctx.verify)
+        width, height = check_image(ctx.safe_path(rel), ctx.verify, ctx.max_pixels)
         label = None if missing[o.label_column] else ctx.canonical(row[o.label_column])
         regions = self._regions(ctx, rel, label, width, height)
         for column in (o.label_column, *o.attribute_columns):

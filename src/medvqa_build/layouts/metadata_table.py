@@ -251,7 +251,7 @@ class MetadataTable(FileLayout):
         o = self.options
         path, table, match = candidate.info
         rows = table.rows
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         described = match.labelled + match.unlabelled  # rows with a label first
         first = rows[described[0]] if described else {}
         self._check_size(first, width, height, table.name)

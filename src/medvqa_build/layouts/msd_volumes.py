@@ -52,6 +52,12 @@ def read_labels(raw: dict, where: str) -> dict[int, str]:
     for key, value in raw.items():
         if isinstance(value, list | tuple):
             continue  # nnU-Net v2 region: a union of the values listed, not a voxel value
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise SourceError(
+                f"dataset.json field 'labels.{key}': expected a label name or value, "
+                f"got {_shown(value)}",
+                where=where,
+            )
         if isinstance(value, int) or (
             isinstance(value, str) and value.isdigit() and not str(key).isdigit()
         ):
@@ -66,6 +72,54 @@ def read_labels(raw: dict, where: str) -> dict[int, str]:
             )
     out.pop(0, None)
     return out
+
+
+def _shown(value: object) -> str:
+    text = f"{type(value).__name__} {value!r}"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bad(what: str, field: str, expected: str, value: object, path: Path) -> SourceError:
+    """The one-line error of a dataset.json field the whole source depends on."""
+    return SourceError(
+        f"{what} field {field!r}: expected {expected}, got {_shown(value)}",
+        where=str(path),
+        fix="repair dataset.json (see the MSD / nnU-Net v2 dataset.json format)",
+    )
+
+
+def channel_names(meta: dict, what: str, path: str) -> list[str]:
+    """Channel names in channel order from ``modality`` (MSD) or ``channel_names`` (nnU-Net
+    v2), ``{"0": "CT", "1": ...}``; CT when neither is given."""
+    field = "modality" if meta.get("modality") else "channel_names"
+    channels = meta.get(field) or {"0": "CT"}
+    expected = 'an object of channel number -> name, e.g. {"0": "CT"}'
+    if not isinstance(channels, dict):
+        raise _bad(what, field, expected, channels, Path(path))
+    for key, name in channels.items():
+        if not str(key).isdigit() or not isinstance(name, str):
+            raise _bad(what, f"{field}.{key}", expected, name, Path(path))
+    return [channels[k] for k in sorted(channels, key=int)]
+
+
+def training_pair(
+    ctx: ScanContext, rel: str, i: int, entry: object
+) -> tuple[str, str] | QuarantineEntry:
+    """``(image, label)`` of ``training[i]``, or the quarantine entry naming what is wrong."""
+    where = f"{rel} training[{i}]"
+    expected = '{"image": "./imagesTr/<case>.nii.gz", "label": "./labelsTr/<case>.nii.gz"}'
+    if not isinstance(entry, dict):
+        return ctx.quarantine(where, f"{where} is {_shown(entry)}; expected {expected}")
+    image = entry.get("image")
+    file = image.removeprefix("./") if isinstance(image, str) and image else where
+    for key in ("image", "label"):
+        value = entry.get(key)
+        if not isinstance(value, str) or not value:
+            got = "missing" if key not in entry else _shown(value)
+            return ctx.quarantine(
+                file, f"{where} field {key!r} is {got}; expected a path below the root"
+            )
+    return entry["image"].removeprefix("./"), entry["label"].removeprefix("./")
 
 
 class MsdVolumesOptions(VolumeSliceOptions):
@@ -95,14 +149,17 @@ class MsdVolumes(FileLayout):
         one quarantine entry in its place."""
         meta, path = self._dataset_json(ctx)
         labels = read_labels(meta["labels"], str(path))
-        channels = meta.get("modality") or meta.get("channel_names") or {"0": "CT"}
-        names = [channels[k] for k in sorted(channels, key=int)]
+        names = channel_names(meta, f"{ctx.source}: {self.options.dataset_json}", str(path))
         modality = modality_of(names)
         opts = self.options
         if modality == "ct" and opts.window is None:
             opts = opts.model_copy(update={"window": opts.ct_window})
         attributes = {"task": str(meta.get("name", ""))}
-        for image, label in self._pairs(ctx, meta):
+        for pair in self._pairs(ctx, meta):
+            if isinstance(pair, QuarantineEntry):
+                yield pair
+                continue
+            image, label = pair
             case = Path(label).name.split(".")[0]
             try:
                 image_path, label_path = ctx.safe_path(image), ctx.safe_path(label)
@@ -141,14 +198,32 @@ class MsdVolumes(FileLayout):
         path = ctx.require_file(rel, "dataset description")
         try:
             meta = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
             raise SourceError(f"{ctx.source}: {rel} is not JSON ({exc})", where=str(path)) from None
+        what = f"{ctx.source}: {rel}"
+        if not isinstance(meta, dict):
+            raise _bad(what, "(top level)", "a JSON object", meta, path)
         if "labels" not in meta:
             raise SourceError(
                 f"{ctx.source}: {rel} has no 'labels' entry",
                 where=str(path),
                 fix="expected the MSD or nnU-Net dataset.json",
             )
+        if not isinstance(meta["labels"], dict):
+            raise _bad(
+                what,
+                "labels",
+                'an object of value -> name (MSD, {"1": "liver"}) or name -> value '
+                '(nnU-Net v2, {"liver": 1})',
+                meta["labels"],
+                path,
+            )
+        training = meta.get("training")
+        if training is not None and not isinstance(training, list):
+            raise _bad(what, "training", 'a list of {"image": ..., "label": ...}', training, path)
+        ending = meta.get("file_ending", ".nii.gz")
+        if not isinstance(ending, str) or not ending.startswith("."):
+            raise _bad(what, "file_ending", "a suffix such as '.nii.gz'", ending, path)
         ctx.note_table(path, list(meta))  # dataset.json's keys, shown by `inspect`
         return meta, path
 
@@ -165,12 +240,21 @@ class MsdVolumes(FileLayout):
             }
         return {name: (image, k) for k, name in enumerate(chosen)}
 
-    def _pairs(self, ctx: ScanContext, meta: dict) -> list[tuple[str, str]]:
+    def _pairs(self, ctx: ScanContext, meta: dict) -> list[tuple[str, str] | QuarantineEntry]:
+        """``(image, label)`` paths of each case; a malformed ``training`` entry is a
+        quarantine entry in its place (the other cases convert), all of them malformed a
+        :class:`SourceError`."""
         if meta.get("training"):
-            return [
-                (e["image"].removeprefix("./"), e["label"].removeprefix("./"))
-                for e in meta["training"]
-            ]
+            rel = self.options.dataset_json
+            out = [training_pair(ctx, rel, i, e) for i, e in enumerate(meta["training"])]
+            if all(isinstance(p, QuarantineEntry) for p in out):
+                raise SourceError(
+                    f"{ctx.source}: no usable entry in {rel} 'training' ({out[0].reason})",
+                    where=str(ctx.root / rel),
+                    fix='each entry must be {"image": "./imagesTr/<case>.nii.gz", '
+                    '"label": "./labelsTr/<case>.nii.gz"}',
+                )
+            return out
         # nnU-Net v2: labelsTr/<case><ext> beside imagesTr/<case>_0000<ext> (first channel file)
         ext = meta.get("file_ending", ".nii.gz")
         labels_dir = ctx.require_dir("labelsTr", "label volume")

@@ -113,7 +113,7 @@ class PreslicedPairs(FileLayout):
         o = self.options
         path, groups, mask_names, class_map = candidate.info
         modality, sequence = self._modality(ctx, groups.get("modality"))
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         if not mask_names:
             raise ImageProblem(f"no mask file {path.stem}{o.mask_separator}* in {o.masks_dir}")
         regions, raw, dropped = self._regions(

@@ -173,7 +173,7 @@ class RsnaLumbarTables(FileLayout):
             raise LabelProblem(f"study {study} has coordinates but no row in {o.labels_table}")
         self._check_exclusive(rows)
         width, height, attrs = dicom_size_and_attributes(
-            ctx.safe_path(candidate.rel), ctx.verify, o.dicom_attributes
+            ctx.safe_path(candidate.rel), ctx.verify, o.dicom_attributes, ctx.max_pixels
         )
         if not instance.isdigit():
             raise ImageProblem(f"instance number {instance!r} is not a number")

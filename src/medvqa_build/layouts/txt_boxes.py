@@ -206,7 +206,7 @@ class TxtBoxes(FileLayout):
     def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
         o = self.options
         folders, path = candidate.info
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         found = self._box_file(ctx, folders, path)
         regions = self._regions(ctx, folders.base_dir, path, found.boxes, width, height)
         if found.unannotated or found.labels_left_out:

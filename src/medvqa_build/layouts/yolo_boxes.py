@@ -220,7 +220,7 @@ class YoloBoxes(FileLayout):
     def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
         o = self.options
         path, labels, masks = candidate.info
-        width, height = check_image(path, ctx.verify)
+        width, height = check_image(path, ctx.verify, ctx.max_pixels)
         found, left_out = self._boxes(ctx, labels, path.stem, width, height)
         boxes = tuple(region for _, region in found)
         if o.image_label is not None:

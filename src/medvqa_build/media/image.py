@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import stat
+import warnings
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import cv2
@@ -22,26 +25,71 @@ from ..errors import ImageProblem
 _JPEG_EOI = b"\xff\xd9"
 _PNG_IEND = b"IEND\xaeB`\x82"
 
+# Pixels per image a build accepts (recipe key ``max_pixels``, ``convert --max-pixels``):
+# room for whole-slide thumbnails and large radiographs, not for a decompression bomb whose
+# few-kilobyte header claims 65000x65000 (12 GB of RGB once decoded).
+DEFAULT_MAX_PIXELS = 200_000_000
+MAX_PIXELS_FIX = "raise the recipe key max_pixels (or convert --max-pixels) if the file is genuine"
 
-def read_image_size(path: str | os.PathLike) -> tuple[int, int]:
-    """``(width, height)`` from the file header, without decoding pixels."""
+
+def pixel_limit(width: int, height: int, max_pixels: int | None) -> None:
+    """Raise :class:`ImageProblem` when a header's ``width x height`` exceeds ``max_pixels``
+    (None: no limit); called on the header, before any pixel is decoded."""
+    if max_pixels is not None and width * height > max_pixels:
+        raise ImageProblem(
+            f"image header claims {width}x{height} = {width * height:,} pixels, over the "
+            f"max_pixels limit of {max_pixels:,}; {MAX_PIXELS_FIX}"
+        )
+
+
+@contextmanager
+def _pillow_limit(max_pixels: int | None) -> Iterator[None]:
+    """Pillow's own bomb check at our limit while a header is read (it refuses at twice
+    ``MAX_IMAGE_PIXELS`` and warns above it; the warning is ours to turn into a reason)."""
+    saved = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = max_pixels
     try:
-        with Image.open(path) as im:
-            return int(im.width), int(im.height)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = saved
+
+
+def _bomb(exc: Exception, max_pixels: int | None) -> ImageProblem:
+    """The quarantine reason of a header Pillow refused as a decompression bomb."""
+    return ImageProblem(
+        f"image header claims too many pixels ({exc}); limit max_pixels={max_pixels:,}; "
+        f"{MAX_PIXELS_FIX}"
+    )
+
+
+def read_image_size(
+    path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> tuple[int, int]:
+    """``(width, height)`` from the file header, without decoding pixels; an image over
+    ``max_pixels`` raises :class:`ImageProblem` naming its size and the key to raise."""
+    try:
+        with _pillow_limit(max_pixels), Image.open(path) as im:
+            width, height = int(im.width), int(im.height)
     except FileNotFoundError:
         raise ImageProblem("file not found") from None
+    except Image.DecompressionBombError as exc:
+        raise _bomb(exc, max_pixels) from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         # Pillow's messages name the absolute path; the reason must not (reports are published).
         message = str(exc).replace(str(path), Path(path).name)
         raise ImageProblem(f"not a readable image ({exc.__class__.__name__}: {message})") from None
+    pixel_limit(width, height, max_pixels)
+    return width, height
 
 
 def _tiff_truncated(path: Path) -> bool:
     """Whether a TIFF's strips or tiles (tags 273/279, 324/325) end past the end of the file:
     the header of a truncated TIFF still reads, only its pixel data is cut."""
     size = path.stat().st_size
-    try:
-        with Image.open(path) as im:
+    try:  # the size was checked against max_pixels already
+        with _pillow_limit(None), Image.open(path) as im:
             tags = getattr(im, "tag_v2", {})
             offsets = tags.get(273) or tags.get(324) or ()
             counts = tags.get(279) or tags.get(325) or ()
@@ -59,8 +107,11 @@ def _tail(path: Path, n: int = 32) -> bytes:
         return fh.read()
 
 
-def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:
-    """Return ``(width, height)`` or raise :class:`ImageProblem` naming what is wrong.
+def check_image(
+    path: str | os.PathLike, mode: str = "header", max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> tuple[int, int]:
+    """Return ``(width, height)`` or raise :class:`ImageProblem` naming what is wrong; an
+    image whose header claims more than ``max_pixels`` is refused before any decode.
 
     The usual case costs one ``open``, one ``fstat`` and two reads: the header of a plain
     JPEG or PNG is parsed here (:func:`plain_header_size`), anything else by Pillow on the
@@ -71,14 +122,14 @@ def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except (OSError, ValueError):
-        return _check_image_slow(Path(path), mode)
+        return _check_image_slow(Path(path), mode, max_pixels)
     wh = None
     try:
         st = os.fstat(fd)
         size = st.st_size
         if stat.S_ISREG(st.st_mode) and size > 0:
             head = _pread(fd, min(size, _HEAD_BYTES), 0)
-            wh = _header_size(head, fd, size)
+            wh = _header_size(head, fd, size, max_pixels)
             if wh is not None:
                 tail = head[-32:] if size <= len(head) else _pread(fd, 32, size - 32)
     except OSError:
@@ -86,11 +137,14 @@ def check_image(path: str | os.PathLike, mode: str = "header") -> tuple[int, int
     finally:
         os.close(fd)
     if wh is None:
-        return _check_image_slow(Path(path), mode)
+        return _check_image_slow(Path(path), mode, max_pixels)
+    pixel_limit(wh[0], wh[1], max_pixels)
     return _check_read(path, mode, wh[0], wh[1], head[:8], tail)
 
 
-def _check_image_slow(path: Path, mode: str) -> tuple[int, int]:
+def _check_image_slow(
+    path: Path, mode: str, max_pixels: int | None = DEFAULT_MAX_PIXELS
+) -> tuple[int, int]:
     """:func:`check_image` one step at a time (each error with its own message)."""
     if not path.is_file():
         if path.is_symlink():
@@ -98,7 +152,7 @@ def _check_image_slow(path: Path, mode: str) -> tuple[int, int]:
         raise ImageProblem("file not found")
     if path.stat().st_size == 0:
         raise ImageProblem("empty file (0 bytes)")
-    width, height = read_image_size(path)
+    width, height = read_image_size(path, max_pixels)
     with path.open("rb") as fh:
         head = fh.read(8)
     return _check_read(path, mode, width, height, head, _tail(path))
@@ -147,7 +201,7 @@ _PNG_MODES = frozenset(
 _PNG_MIN_LENGTH = {b"PLTE": 0, b"sRGB": 1, b"gAMA": 4, b"pHYs": 9}  # chunks allowed before IDAT
 
 
-def _header_size(head: bytes, fd: int, size: int) -> tuple[int, int] | None:
+def _header_size(head: bytes, fd: int, size: int, max_pixels: int | None) -> tuple[int, int] | None:
     """``(width, height)`` of the open file ``fd`` whose first bytes are ``head``, or None when
     Pillow cannot open it (the caller then repeats the check step by step for the reason)."""
     wh = plain_header_size(head)
@@ -155,11 +209,13 @@ def _header_size(head: bytes, fd: int, size: int) -> tuple[int, int] | None:
         head += _pread(fd, min(size, _MAX_HEAD_BYTES) - len(head), len(head))
         wh = plain_header_size(head)
     if isinstance(wh, tuple):
-        limit = Image.MAX_IMAGE_PIXELS  # a huge image: Pillow warns or refuses, so let it
-        if limit is None or wh[0] * wh[1] <= limit:
-            return wh
+        return wh  # the caller checks it against max_pixels before anything is decoded
     try:
-        with open(fd, "rb", closefd=False) as fh, Image.open(fh) as im:
+        with (
+            _pillow_limit(max_pixels),
+            open(fd, "rb", closefd=False) as fh,
+            Image.open(fh) as im,
+        ):
             return int(im.width), int(im.height)
     except Exception:  # noqa: BLE001  (any failure: the slow path names it)
         return None

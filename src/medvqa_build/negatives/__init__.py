@@ -9,7 +9,7 @@ from . import visual_class, visual_neighbor  # noqa: F401  (register the visual 
 from .base import SAMPLERS, NotEnoughOptions, OptionRequest, OptionSampler
 from .cache import EmbeddingCache, default_cache_dir, embed_with_cache
 from .difficulty import class_centroids, difficulty_report, format_difficulty
-from .embedder import EMBEDDERS, Embedder, EmbedderError
+from .embedder import EMBEDDERS, Embedder, EmbedderError, UndecodableImage, load_image_rgb
 from .embedders import make_embedder
 from .index import EmbeddingIndex
 from .label_pool import LabelPoolSampler
@@ -24,6 +24,8 @@ __all__ = [
     "BalancedSlots",
     "Embedder",
     "EmbedderError",
+    "UndecodableImage",
+    "load_image_rgb",
     "EmbeddingCache",
     "EmbeddingIndex",
     "LabelPoolSampler",

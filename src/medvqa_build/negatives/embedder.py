@@ -14,7 +14,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 from PIL import Image
 
-from ..errors import MedvqaError
+from ..errors import ImageProblem, MedvqaError
 from ..media.dicom import is_dicom, load_dicom_rgb
 from ..registry import Registry
 
@@ -23,6 +23,15 @@ T = TypeVar("T")
 
 class EmbedderError(MedvqaError):
     """An embedder cannot be built (unknown model, missing weights) or cannot read an image."""
+
+
+class UndecodableImage(EmbedderError):
+    """One file an embedder cannot decode (a per-file problem: the embed stage quarantines
+    the samples of ``path`` and embeds the rest)."""
+
+    def __init__(self, what: str, path: str | os.PathLike):
+        self.path = str(path)
+        super().__init__(what, where=self.path, fix="check or quarantine the file")
 
 
 class Embedder(Protocol):
@@ -46,8 +55,8 @@ def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Imag
     if is_dicom(path):
         try:
             return Image.fromarray(load_dicom_rgb(path))
-        except (OSError, ValueError) as exc:
-            raise EmbedderError(f"cannot decode DICOM: {exc}", where=str(path)) from None
+        except (OSError, ValueError, ImageProblem) as exc:
+            raise UndecodableImage(f"cannot decode DICOM: {exc}", path) from None
     try:
         with Image.open(path) as img:
             if min_size and img.format == "JPEG":
@@ -59,10 +68,8 @@ def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Imag
                 arr = (arr - lo) / (hi - lo or 1.0) * 255.0
                 return Image.fromarray(arr.astype(np.uint8)).convert("RGB")
             return img.convert("RGB")
-    except (OSError, ValueError) as exc:
-        raise EmbedderError(
-            f"cannot decode image: {exc}", where=str(path), fix="check or quarantine the file"
-        ) from exc
+    except (OSError, ValueError, ImageProblem, Image.DecompressionBombError) as exc:
+        raise UndecodableImage(f"cannot decode image: {exc}", path) from exc
 
 
 def l2_normalise(x: np.ndarray) -> np.ndarray:

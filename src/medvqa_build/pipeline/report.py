@@ -132,8 +132,10 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         },
         "missing_sources": list(summary.missing),
         "quarantined": [
-            {"file": q.file, "source": q.source, "reason": q.reason} for q in summary.quarantine
+            {"file": q.file, "source": q.source, "stage": q.stage, "reason": q.reason}
+            for q in summary.quarantine
         ],
+        "quarantined_per_stage": dict(sorted(Counter(q.stage for q in summary.quarantine).items())),
         "items": n_items,
         "items_per_task": dict(sorted(per_task.items())),
         "dropped": generate.get("dropped", 0),
@@ -201,7 +203,9 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
         lines += ["## Difficulty of the distractors", "", table, ""]
     if summary.quarantine:
         lines += ["## Quarantine", ""]
-        lines += [f"- `{q.file}` ({q.source}): {q.reason}" for q in summary.quarantine] + [""]
+        lines += [
+            f"- `{q.file}` ({q.source}, {q.stage}): {q.reason}" for q in summary.quarantine
+        ] + [""]
     return "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ Generated sources (``access: generated``) also register a writer here.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,8 +20,11 @@ from ..layouts import ScanContext
 from ..layouts.base import Layout, make_layout
 from ..layouts.discovery import PartSpec, RootResolution, resolve_root
 from ..manifest import LayoutPart, SourceManifest
+from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
 from .synthetic_endo import write_synthetic_endo
+
+log = logging.getLogger(__name__)
 
 # Writers of generated sources: id -> function(root, **options) -> root.
 GENERATORS: dict[str, Callable[..., Path]] = {"synthetic-endo": write_synthetic_endo}
@@ -149,6 +153,7 @@ class Source:
         verify: str = "header",
         shard: tuple[int, int] = (0, 1),
         stats: ScanStats | None = None,
+        max_pixels: int | None = DEFAULT_MAX_PIXELS,
     ) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
         """``(part number, candidate index, entry)`` for the candidates shard ``(k, n)`` owns,
         of the parts found under the root (see :meth:`resolve`).
@@ -164,6 +169,7 @@ class Source:
             if n > 1 and not getattr(layout, "shardable", False) and k != 0:
                 continue
             ctx = self.context(part, layout, resolution.root, verify, shard)
+            ctx.max_pixels = max_pixels
             for index, entry in self.scan_part(layout, ctx, stats):
                 yield part_no, index, entry
 
@@ -220,6 +226,9 @@ def _load_all(dirs: tuple[Path, ...]) -> dict[str, Source]:
     sources: dict[str, Source] = {}
     for folder in dirs:
         for path in sorted(folder.glob("*.yaml")):
+            if not path.is_file():  # a folder or a socket named *.yaml is no manifest
+                log.warning("skipping %s: not a regular file", path)
+                continue
             manifest = SourceManifest.from_yaml(path)
             if manifest.id in sources:
                 raise SourceError(

@@ -25,8 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from ..errors import ImageProblem
 from ..executors import make_executor
 from ..layouts.discovery import RootResolution
+from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
 from ..records import QuarantineEntry, Sample
 from ..schema import SAMPLE_SCHEMA
 from ..sources import ScanStats, get_source
@@ -82,16 +84,31 @@ class ConvertResult:
 
 
 def _checked_entries(
-    source_id: str, root: Path, verify: str, shard: tuple[int, int], stats: ScanStats
+    source_id: str,
+    root: Path,
+    verify: str,
+    shard: tuple[int, int],
+    stats: ScanStats,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
 ) -> Iterator[tuple[int, int, Sample | QuarantineEntry]]:
     """``(part, index, entry)`` of one shard; a sample whose file would leave the source root
     (a symbolic link to a file outside, an absolute path, a ``..``) becomes a quarantine entry
-    here, whatever the layout, so no build reads outside the root."""
+    here, whatever the layout, so no build reads outside the root; so does one whose size is
+    over ``max_pixels`` (a layout that reads sizes from somewhere other than an image header)."""
     link_free: set[str] = set()  # folders already seen to hold no symbolic link
-    scan = get_source(source_id).scan_indexed(root, verify, shard=shard, stats=stats)
+    scan = get_source(source_id).scan_indexed(
+        root, verify, shard=shard, stats=stats, max_pixels=max_pixels
+    )
     for part, index, entry in scan:
-        if isinstance(entry, Sample) and (why := path_problem(root, entry.image, link_free)):
-            entry = QuarantineEntry(entry.image, why, source_id)
+        if isinstance(entry, Sample):
+            why = path_problem(root, entry.image, link_free)
+            if why is None:
+                try:
+                    pixel_limit(entry.width, entry.height, max_pixels)
+                except ImageProblem as exc:
+                    why = str(exc)
+            if why:
+                entry = QuarantineEntry(entry.image, why, source_id)
         yield part, index, entry
 
 
@@ -109,6 +126,7 @@ class ShardTask:
     n: int
     out: Path
     progress: bool = False
+    max_pixels: int | None = DEFAULT_MAX_PIXELS
 
 
 def shard_paths(out: Path, k: int) -> tuple[Path, Path]:
@@ -138,7 +156,7 @@ def convert_shard(task: ShardTask) -> dict[str, int]:
             rows.clear()
 
         for part, index, entry in _checked_entries(
-            task.source_id, task.root, task.verify, (task.k, task.n), stats
+            task.source_id, task.root, task.verify, (task.k, task.n), stats, task.max_pixels
         ):
             if bar is None:
                 bar = tqdm(desc=f"convert {task.source_id}", unit="file", disable=not task.progress)
@@ -288,12 +306,14 @@ def convert_source(
     workers: int = 1,
     executor=None,
     shards: int | None = None,
+    max_pixels: int | None = DEFAULT_MAX_PIXELS,
 ) -> dict:
     """Convert a source into ``out`` (Parquet) + ``<out>.quarantine.json`` + ``.counts.json``
     (``medvqa-build convert``).
 
     ``shards`` (default: the executor's workers) tasks run on ``executor`` (default: a local
-    pool of ``workers`` processes); returns ``{source, found, converted, quarantined}``.
+    pool of ``workers`` processes); returns ``{source, found, converted, quarantined}``. An
+    image whose header claims more than ``max_pixels`` is quarantined without being decoded.
     """
     use_returning_memory_pool()
     source = get_source(source_id)
@@ -308,7 +328,7 @@ def convert_source(
     shard_dir.mkdir(parents=True)
     try:
         tasks = [
-            ShardTask(source_id, root, verify, k, n, shard_dir, progress and n == 1)
+            ShardTask(source_id, root, verify, k, n, shard_dir, progress and n == 1, max_pixels)
             for k in range(n)
         ]
         bar = None  # drawn once a shard is done: an error before that prints alone
@@ -377,6 +397,7 @@ class Convert(Stage):
             "manifest": get_source(key).path.read_text(encoding="utf-8"),
             "tree": tree_fingerprint(ctx.roots[key]),
             "verify": spec.verify,
+            "max_pixels": ctx.recipe.max_pixels,
         }
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
@@ -388,6 +409,7 @@ class Convert(Stage):
             verify=spec.verify,
             progress=ctx.progress,
             executor=ctx.executor,
+            max_pixels=ctx.recipe.max_pixels,
         )
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:

@@ -8,6 +8,7 @@ Vectors come from the shared cache when the same content was embedded before, by
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -23,10 +24,19 @@ from ..media.load import load_ref_rgb
 from ..media.refs import resolve_image, sample_ref, split_fragment
 from ..media.video import VideoProblem
 from ..media.volume import VolumeProblem
-from ..negatives import SAMPLERS, embed_with_cache, make_embedder
-from ..records import Sample
+from ..negatives import (
+    SAMPLERS,
+    UndecodableImage,
+    embed_with_cache,
+    load_image_rgb,
+    make_embedder,
+)
+from ..records import QuarantineEntry, Sample
 from ..store.packed import PackedStrings, SortedStrings
+from ..store.quarantine import write_quarantine
 from .base import BuildContext, Stage, StageResult
+
+log = logging.getLogger(__name__)
 
 
 def needs_embeddings(recipe) -> bool:
@@ -41,7 +51,7 @@ class Embed(Stage):
     ``unembedded.json``. The executor computes the vectors not yet in the shared cache."""
 
     name = "embed"
-    version = 2
+    version = 3
 
     def enabled(self, ctx: BuildContext) -> bool:
         force = bool(ctx.curate_spec and ctx.curate_spec.needs_embeddings)
@@ -61,19 +71,35 @@ class Embed(Stage):
         else:  # the cache names the embedder as the executor's workers build it
             embedder = SimpleNamespace(id=info[0], dim=info[1])
         paths, ids, failed = _paths_to_embed(ctx.samples, ctx.roots, out / "frames", ctx.progress)
-        # written straight into the stage's .npy (memory-mapped), never all in memory
-        vectors = np.lib.format.open_memmap(
-            out / "embeddings.npy", mode="w+", dtype=np.float32, shape=(len(paths), embedder.dim)
-        )
-        embed_with_cache(
-            embedder,
-            paths,
-            recipe.embedding_cache,
-            progress=ctx.progress,
-            executor=executor,
-            embedder_spec=recipe.embedder,
-            out=vectors,
-        )
+
+        def embed_all(paths: PackedStrings) -> np.ndarray:
+            # written straight into the stage's .npy (memory-mapped), never all in memory
+            vectors = np.lib.format.open_memmap(
+                out / "embeddings.npy",
+                mode="w+",
+                dtype=np.float32,
+                shape=(len(paths), embedder.dim),
+            )
+            embed_with_cache(
+                embedder,
+                paths,
+                recipe.embedding_cache,
+                progress=ctx.progress,
+                executor=executor,
+                embedder_spec=recipe.embedder,
+                out=vectors,
+            )
+            return vectors
+
+        try:
+            vectors = embed_all(paths)
+        except UndecodableImage as exc:
+            # a file no decoder reads (e.g. a DICOM in a transfer syntax without a plugin):
+            # check every file once, quarantine the undecodable, embed the rest (the chunks
+            # done before are in the cache already)
+            log.warning("embed: %s; checking every file once", _one_line(str(exc)))
+            paths, ids, failed = _decodable(paths, ids, failed, ctx.progress)
+            vectors = embed_all(paths)
         vectors.flush()
         _write_json_list(out / "sample_ids.json", ids)
         (out / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
@@ -86,6 +112,10 @@ class Embed(Stage):
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
         (result,) = results
+        failed = json.loads((result.path / "unembedded.json").read_text())
+        if failed:
+            ctx.quarantine += embed_failures(failed, ctx.samples)
+            write_quarantine(ctx.quarantine, ctx.out / "quarantine.json")
         ids = json.loads((result.path / "sample_ids.json").read_text())
         # memory-mapped: rows are read when a sampler needs them, not all up front
         vectors = np.load(result.path / "embeddings.npy", mmap_mode="r")
@@ -106,7 +136,7 @@ def _paths_to_embed(samples: Iterable[Sample], roots, frames: Path, progress: bo
             try:
                 rgb = load_ref_rgb(path, fragment)
             except (ImageProblem, VideoProblem, VolumeProblem, ValueError) as exc:
-                failed.append({"sample_id": sample.sample_id, "reason": str(exc)})
+                failed.append(_failure(sample, str(exc)))
                 continue
             path = frames / f"{k:08d}.png"
             frames.mkdir(exist_ok=True)
@@ -114,6 +144,53 @@ def _paths_to_embed(samples: Iterable[Sample], roots, frames: Path, progress: bo
         paths.append(str(path))
         ids.append(sample.sample_id)
     return paths, ids, failed
+
+
+def _failure(sample: Sample, reason: str) -> dict:
+    """One sample the stage could not embed (a quarantine entry of stage ``embed``)."""
+    prefix = f"source://{sample.source}/"
+    ref = sample_ref(sample)
+    return {
+        "sample_id": sample.sample_id,
+        "file": ref.removeprefix(prefix),
+        "source": sample.source,
+        "reason": _one_line(reason),
+    }
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _decodable(paths: PackedStrings, ids: PackedStrings, failed: list[dict], progress: bool):
+    """``(paths, ids, failed)`` without the files the embedders' decoder cannot read (each
+    added to ``failed`` with its reason)."""
+    keep_paths, keep_ids = PackedStrings(), PackedStrings()
+    for i in tqdm(range(len(paths)), desc="check images", disable=not progress, leave=False):
+        try:
+            load_image_rgb(paths[i])
+        except UndecodableImage as exc:
+            failed.append({"sample_id": ids[i], "file": "", "reason": _one_line(exc.what)})
+            continue
+        keep_paths.append(paths[i])
+        keep_ids.append(ids[i])
+    return keep_paths, keep_ids, failed
+
+
+def embed_failures(failed: list[dict], samples) -> list[QuarantineEntry]:
+    """The stage's failures as quarantine entries (file below its source root, stage
+    ``embed``); a failure found by :func:`_decodable` gets its file from the sample table."""
+    need = {f["sample_id"] for f in failed if not f.get("file")}
+    found = {s.sample_id: _failure(s, "") for s in samples if s.sample_id in need} if need else {}
+    out = []
+    for f in failed:
+        row = f if f.get("file") else found.get(f["sample_id"], {"file": f["sample_id"]})
+        out.append(
+            QuarantineEntry(
+                file=row["file"], reason=f["reason"], source=row.get("source", ""), stage="embed"
+            )
+        )
+    return out
 
 
 def _write_json_list(path: Path, texts: PackedStrings) -> None:

@@ -29,27 +29,33 @@ from tqdm.auto import tqdm
 
 from ..curate.blind_drop import drop_blind_solvable
 from ..curate.splits import SplitPlan
-from ..errors import RecipeError
+from ..errors import ImageProblem, RecipeError
 from ..manifest import SourceManifest
+from ..media.video import VideoProblem
+from ..media.volume import VolumeProblem
 from ..negatives import SAMPLERS, NotEnoughOptions
 from ..negatives.placement import BalancedSlots
 from ..ontology import Ontology
 from ..recipe import BlindSpec, Recipe, TaskSpec
-from ..records import Item, Sample
+from ..records import Item, QuarantineEntry, Sample
 from ..rng import rng_for
 from ..store.memory import release_freed_memory
 from ..store.packed import PackedStrings
 from ..store.parquet import ItemWriter
+from ..store.quarantine import write_quarantine
 from ..store.sample_spill import SampleSpill
 from ..store.tables import ItemTable, SampleTable, as_sample_source
 from ..tasks import TASKS, Candidate, GenContext, ItemProblem
-from .base import BuildContext, Stage
+from .base import BuildContext, Stage, StageResult
 
 
 @dataclass
 class GenerateResult:
     items: list[Item] = field(default_factory=list)  # empty when a sink took them
     dropped: list[dict] = field(default_factory=list)  # {task, sample_id, reason}
+    # candidates whose file could not be read ({task, sample_id, file, source, reason}): the
+    # build's quarantine entries of stage generate
+    quarantined: list[dict] = field(default_factory=list)
     shortfall: dict[str, int] = field(default_factory=dict)  # task name -> quota not met
     count: int = 0  # items made (kept here or given to the sink)
 
@@ -495,6 +501,17 @@ def _generate_task(task: _Task, run: _Run) -> None:
                 {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
             )
             continue
+        except (ImageProblem, VideoProblem, VolumeProblem) as exc:  # a file the task reads
+            run.result.quarantined.append(
+                {
+                    "task": spec.name,
+                    "sample_id": cand.sample.sample_id,
+                    "file": cand.sample.image,
+                    "source": cand.sample.source,
+                    "reason": " ".join(str(exc).split()),
+                }
+            )
+            continue
         run.keep(item)
         run.result.count += 1
         if spec.split == "test":
@@ -580,8 +597,32 @@ class Generate(Stage):
                 "generated": result.count,
                 "blind_removed": len(removed),
             }
+        (out / "quarantine.json").write_text(json.dumps(result.quarantined, indent=2) + "\n")
         return {
             **counts,
             "dropped": len(result.dropped),
+            "quarantined": len(result.quarantined),
             "shortfall": {**result.shortfall, **ctx.skipped},
         }
+
+    def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
+        (result,) = results
+        path = result.path / "quarantine.json"
+        bad = json.loads(path.read_text()) if path.is_file() else []
+        if bad:
+            ctx.quarantine += generate_failures(bad)
+            write_quarantine(ctx.quarantine, ctx.out / "quarantine.json")
+
+
+def generate_failures(bad: list[dict]) -> list[QuarantineEntry]:
+    """Candidates whose file a task could not read, as quarantine entries of stage
+    ``generate`` (the task in the reason)."""
+    return [
+        QuarantineEntry(
+            file=b["file"],
+            reason=f"{b['reason']} (task {b['task']})",
+            source=b["source"],
+            stage="generate",
+        )
+        for b in bad
+    ]

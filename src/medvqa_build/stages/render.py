@@ -38,13 +38,14 @@ from ..media.refs import PLAIN_SUFFIXES, is_plain_image, render_ref, resolve_ima
 from ..media.video import VideoProblem
 from ..media.volume import VolumeProblem
 from ..recipe import RenderSpec
-from ..records import Item, Region
+from ..records import Item, QuarantineEntry, Region
 from ..render import Mark, RenderResult, Resize, Style, coord_text, fit_max_side
 from ..render.alignment import check_alignment, check_composite, check_stroke_buffers
 from ..render.base import InPlace, Stroke, paint_in_place, plan_marks, render_in_place
 from ..store.atomic import write_atomic
 from ..store.memory import release_freed_memory
 from ..store.parquet import ItemWriter, iter_items
+from ..store.quarantine import write_quarantine
 from ..store.tables import ItemTable
 from ..validate.rules import Problem
 from ..vocab import RENDER_SCHEME
@@ -126,6 +127,8 @@ def render_one(item: Item, job: RenderJob, ahead: _Ahead | None = None) -> Rende
             "sample_ids": list(item.sample_ids),
             "task": item.task,
             "reason": str(exc),
+            "file": item.images[0],
+            "source": item.source,
         }
         return Rendered(None, reason)
     result, rs, channels = painted.drawn.result, painted.rs, painted.channels
@@ -430,6 +433,22 @@ def _windows(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
         yield window
 
 
+def render_failures(bad: list[dict]) -> list[QuarantineEntry]:
+    """Items that could not be drawn, as quarantine entries of stage ``render`` (the item's
+    first image below its source root, and the item and task in the reason)."""
+    return [
+        QuarantineEntry(
+            file=(b.get("file") or ",".join(b["sample_ids"])).removeprefix(
+                f"source://{b.get('source', '')}/"
+            ),
+            reason=f"{b['reason']} (item {b['item_id']}, task {b['task']})",
+            source=b.get("source", ""),
+            stage="render",
+        )
+        for b in bad
+    ]
+
+
 class Render(Stage):
     """``items.parquet``: the generated items with their prompts drawn (the images they
     reference and the geometry as drawn); ``quarantine.json``: items that could not be
@@ -487,6 +506,10 @@ class Render(Stage):
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
         (result,) = results
+        bad = json.loads((result.path / "quarantine.json").read_text())
+        if bad:
+            ctx.quarantine += render_failures(bad)
+            write_quarantine(ctx.quarantine, ctx.out / "quarantine.json")
         ctx.items = ItemTable(result.path / "items.parquet")
         generated_dir = ctx.last("generate").path
         ctx.resolve = lambda ref: resolve_image(ref, ctx.roots, result.path, generated_dir)
