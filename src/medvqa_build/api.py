@@ -28,6 +28,7 @@ from .stages.export import export_context
 from .stages.validate import ValidationInputs, validate
 from .store.quarantine import read_quarantine
 from .validate import Problem, write_validation_report
+from .validate.blind import blind_summary
 
 
 def list_sources() -> list[Source]:
@@ -88,6 +89,7 @@ def make_synthetic(source_id: str, root: str | os.PathLike, **options) -> Path:
 class ValidationResult:
     problems: list[Problem]
     items_checked: int
+    blind: dict | None = None  # the text-only audit's report, when the recipe asks for it
 
 
 def validate_build(
@@ -97,8 +99,10 @@ def validate_build(
     report_dir: str | os.PathLike | None = None,
 ) -> ValidationResult:
     """Every rule on a finished build, read as the build's own validate stage reads it; with
-    ``report_dir`` the validation report is written there."""
+    ``report_dir`` the validation report is written there. The text-only audit runs when the
+    build's recipe has a ``blind`` key, as in the build."""
     folder = BuildDir.open(build_dir)
+    recipe = folder.recipe()
     items = folder.items()
     inputs = ValidationInputs.read(
         items,
@@ -108,14 +112,25 @@ def validate_build(
         folder.stage_dirs("curate"),
         folder.path / folder.meta()["render_dir"],
     )
-    problems = validate(inputs, letter_tolerance=letter_tolerance)
+    findings: dict = {}
+    problems = validate(
+        inputs,
+        letter_tolerance=letter_tolerance,
+        blind=recipe.blind,
+        seed=recipe.seed,
+        findings=findings,
+    )
     if report_dir is not None:
         d = Path(report_dir)
         d.mkdir(parents=True, exist_ok=True)
         write_validation_report(
-            problems, d / "validation.json", d / "validation.md", items_checked=len(items)
+            problems,
+            d / "validation.json",
+            d / "validation.md",
+            items_checked=len(items),
+            blind=findings.get("blind"),
         )
-    return ValidationResult(problems, len(items))
+    return ValidationResult(problems, len(items), findings.get("blind"))
 
 
 def export_build(
@@ -137,7 +152,8 @@ def export_build(
             fix="export with --format vlmeval --circular",
         )
     folder = BuildDir.open(build_dir)
-    problems = validate_build(build_dir).problems
+    checked = validate_build(build_dir)
+    problems = checked.problems
     if problems and not force:
         raise ValidationFailed(
             f"build has {len(problems)} validation problem(s); not exported",
@@ -147,7 +163,9 @@ def export_build(
     target = Path(out or Path(build_dir) / fmt)
     recipe = folder.recipe()
     items = folder.items()
-    validation = {"problems": len(problems), "failed": bool(problems)}
+    validation: dict = {"problems": len(problems), "failed": bool(problems)}
+    if checked.blind is not None:  # the card's audit table, as the build's own export has it
+        validation["blind"] = blind_summary(checked.blind)
     ctx = export_context(
         items,
         folder.resolver(),

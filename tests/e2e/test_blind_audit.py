@@ -104,6 +104,23 @@ def test_planted_shortcuts_are_flagged_everywhere(planted):
     assert f"`{confident[0]['item_id']}`" in (planted / "validation.md").read_text()
 
 
+def test_validate_and_export_commands_run_the_audit_too(planted, tmp_path):
+    """`medvqa-build validate` and `export` on a finished build read its recipe's `blind` key
+    as the build did: the same flags, and the exported card carries the same table."""
+    from medvqa_build.api import export_build, validate_build
+
+    checked = validate_build(planted, report_dir=tmp_path / "v")
+    assert checked.blind is not None
+    assert sorted(p.item_id for p in checked.problems if p.check == "blind") == [
+        "task:Frequent",
+        "task:Longest",
+    ]
+    assert "## Text-only (blind) audit" in (tmp_path / "v" / "validation.md").read_text()
+    target, _ = export_build(planted, "hf", tmp_path / "hf", force=True)
+    card = (target / "README.md").read_text()
+    assert "| Frequent | 60 | 100.0% | 25.0% |" in card
+
+
 def test_drop_blind_solvable_removes_them_and_counts_add_up(tmp_path):
     result = build(planted_recipe(drop=True), tmp_path, progress=False, force_export=True)
     report = result.report
