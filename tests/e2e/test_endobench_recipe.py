@@ -151,3 +151,38 @@ def test_random_baseline_within_two_standard_errors(built):
     for row in rows:
         assert row["within_2se"], table
     assert "**no**" not in table
+
+
+def test_score_oracle_random_and_constant_a(built, tmp_path):
+    """`score` on the replica build (issue 26): the oracle scores 100 %, a seeded random
+    predictor lands within two standard errors of chance, a constant "A" scores the share of
+    items whose answer is A, and every EndoBench category gets its average."""
+    import math
+    import random
+
+    from medvqa_build.api import score
+
+    _, result = built
+    items = [i for i in result.items if i.options]
+
+    def scored(name: str, reply) -> dict:
+        path = tmp_path / f"{name}.jsonl"
+        rows = [{"item_id": i.item_id, "prediction": reply(i)} for i in items]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        score(result.out_dir, path, tmp_path / name)
+        return json.loads((tmp_path / name / "score.json").read_text())["single_choice"]["all"]
+
+    assert scored("oracle", lambda i: i.answer)["accuracy"] == 1.0
+    rng = random.Random(0)
+    acc = scored("random", lambda i: rng.choice("ABCDEFGH"[: len(i.options)]))
+    assert acc["n"] == len(items)
+    assert abs(acc["accuracy"] - acc["chance"]) <= 2 * math.sqrt(
+        acc["chance"] * (1 - acc["chance"]) / acc["n"]
+    )
+    share = sum(i.answer == "A" for i in items) / len(items)
+    assert scored("const", lambda i: "A")["accuracy"] == pytest.approx(share)
+    report = (tmp_path / "const" / "report.md").read_text()
+    categories = {i.category for i in items}
+    assert len(categories) >= 4
+    for category in categories:
+        assert category in report
