@@ -240,7 +240,8 @@ class FakeHub:
                         },
                     )
                 hub.repos[repo_id] = {
-                    "private": bool(spec.get("private")),
+                    # huggingface_hub 2.x sends "visibility", older clients "private"
+                    "private": spec.get("visibility") == "private" or bool(spec.get("private")),
                     "type": spec.get("type"),
                     "refs": {"main": {}},
                     "sha": {"main": "0" * 40},
