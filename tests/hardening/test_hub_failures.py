@@ -203,7 +203,7 @@ def test_second_push_of_an_unchanged_build_uploads_nothing(build, tmp_path):
     assert "RC 0" in first.stdout and "RC 0" in second.stdout, second.stderr[-2000:]
     n = len(files)
     assert uploaded and f"({n} unchanged, not uploaded)" in second.stdout, second.stdout
-    assert "(0 unchanged" in first.stdout
+    assert "(0 unchanged" in first.stdout and "in 0 commit(s)" in second.stdout
 
 
 def test_the_card_is_validated_as_the_hub_does(build, tmp_path):

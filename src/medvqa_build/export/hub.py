@@ -32,9 +32,10 @@ from .licence_gate import check_licences
 
 log = logging.getLogger(__name__)
 WARNING_MARK = "this build failed validation"
-# the oldest huggingface_hub whose HTTP client is httpx2 (``_use_timeout``) and whose
-# ``set_client_factory``/``hf_request_event_hook`` push installs; 1.x uses httpx, 0.x requests
-HUB_FLOOR = (2, 0, 0)
+# the oldest huggingface_hub with ``set_client_factory``/``hf_request_event_hook``, which
+# ``_use_timeout`` installs (0.x sends through requests and has neither); the push tests pass
+# on 1.0.0, 1.33.0 and 2.x (docs/publishing.md)
+HUB_FLOOR = (1, 0, 0)
 
 
 class HubError(MedvqaError):
@@ -190,15 +191,19 @@ def _retryable(exc: Exception) -> bool:
 
 def _use_timeout(timeout_s: float) -> None:
     """Give huggingface_hub's HTTP client a timeout (its default waits forever on a server that
-    accepts the connection and never answers); a timed-out call is retried like a 5xx."""
-    import httpx2
+    accepts the connection and never answers); a timed-out call is retried like a 5xx.
+
+    The client is built with the HTTP library the installed huggingface_hub itself uses
+    (httpx2 from 2.0 on, httpx in 1.x)."""
     from huggingface_hub.utils import _http, set_client_factory
 
+    lib = getattr(_http, "httpx2", None) or _http.httpx
+
     def factory():
-        return httpx2.Client(
+        return lib.Client(
             event_hooks={"request": [_http.hf_request_event_hook]},
             follow_redirects=True,
-            timeout=httpx2.Timeout(timeout_s, connect=min(30.0, timeout_s)),
+            timeout=lib.Timeout(timeout_s, connect=min(30.0, timeout_s)),
         )
 
     set_client_factory(factory)
@@ -351,7 +356,8 @@ def _push_folder(
             create_pr=create_pr,
         ),
     )
-    result.commits.append(info.oid)
+    if result.unchanged < result.files:  # else the client made no commit (nothing changed)
+        result.commits.append(info.oid)
     if create_pr:
         result.pr_url = info.pr_url
     return result

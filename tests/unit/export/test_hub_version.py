@@ -14,17 +14,17 @@ from medvqa_build.cli import main
 from ...conftest import REPO
 
 
-@pytest.mark.parametrize("installed", ["0.36.0", "1.33.0", "1.99.9", None])
+@pytest.mark.parametrize("installed", ["0.24.0", "0.36.0", "0.99.9", None])
 def test_too_old_or_missing_is_one_line(monkeypatch, capsys, tmp_path, installed):
     monkeypatch.setattr(hub, "installed_hub_version", lambda: installed)
     assert main(["push", str(tmp_path), "me/bench"]) == 2
     captured = capsys.readouterr()
     lines = [line for line in captured.err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: push needs huggingface_hub>=2.0.0")
+    assert len(lines) == 1 and lines[0].startswith("error: push needs huggingface_hub>=1.0.0")
     assert (installed or "not installed") in lines[0] and "Traceback" not in captured.err
 
 
-@pytest.mark.parametrize("installed", ["2.0.0", "2.4.0", "3.1.0rc1"])
+@pytest.mark.parametrize("installed", ["1.0.0", "1.33.0", "2.0.0", "2.4.0", "3.1.0rc1"])
 def test_new_enough_passes(monkeypatch, installed):
     monkeypatch.setattr(hub, "installed_hub_version", lambda: installed)
     hub.check_hub_version()
