@@ -2,19 +2,29 @@
 
 It implements what ``HfApi.create_repo`` / ``create_branch`` / ``create_commit`` (preupload,
 LFS batch + PUT, ndjson commit) and ``datasets.load_dataset(repo_id)`` (repo info, tree,
-paths-info, resolve with ranges) use. Clients need ``HF_ENDPOINT=<url>`` and
-``HF_HUB_DISABLE_XET=1`` in their environment before ``huggingface_hub`` is imported.
+paths-info, resolve with ranges) use. Clients need ``HF_ENDPOINT=<url>`` in their environment
+before ``huggingface_hub`` is imported.
+
+Where the Hub is strict, so is this: ``validate-yaml`` and a commit that changes README.md
+check the card's metadata as the Hub does (licence ids, task categories, size categories and
+languages from huggingface_hub/datasets' own lists, configs whose ``data_files`` match files
+of the commit) and answer 400 with the errors; pre-upload decides LFS or regular from size,
+sample and ``.gitattributes`` and answers each file's ``oid`` (SHA-256 of an LFS file, git blob
+SHA-1 of a regular one), so a client skips unchanged files. Xet is not served: a Xet token
+request answers 501 and is recorded in ``xet_requests`` (push must never make one).
 ``fail`` injects server errors: ``{"/commit/": 3}`` answers the next 3 matching requests 500.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
 
 _API = re.compile(r"^/api/(datasets|models|spaces)/([^/]+/[^/]+)(?:/([a-z-]+)(?:/(.*))?)?$")
@@ -26,6 +36,82 @@ def _git_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+# the Hub's default .gitattributes of a new dataset repo: these go to LFS whatever their size
+DEFAULT_LFS = ("*.parquet", "*.png", "*.jpg", "*.jpeg", "*.arrow", "*.zip", "*.gz", "*.npy")
+LFS_MIN_BYTES = 10 * 2**20  # the Hub stores a larger file in LFS
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+
+def _resource(name: str) -> set[str]:
+    import datasets.utils.resources as res
+
+    data = json.loads((Path(res.__file__).parent / name).read_text())
+    return set(data)
+
+
+def card_errors(content: str, files: set[str] | None = None) -> list[str]:
+    """What the Hub's metadata validation says of a dataset card (empty: valid). ``files``: the
+    repository's files after the commit, to check that every config's data_files exist."""
+    import yaml
+    from datasets.utils.metadata import MetadataConfigs, known_task_ids
+    from huggingface_hub import DatasetCard
+
+    from medvqa_build.licences import HUB_LICENCES
+
+    try:
+        data = DatasetCard(content, ignore_metadata_errors=False).data.to_dict()
+    except (ValueError, yaml.YAMLError) as exc:
+        return [f"invalid YAML metadata: {exc}"]
+    errors = []
+    licences = data.get("license") or []
+    for licence in [licences] if isinstance(licences, str) else licences:
+        if licence not in HUB_LICENCES:
+            errors.append(f'"license" must be one of the Hub licence ids, got {licence!r}')
+    if licences == "other" or "other" in licences:
+        name, link = data.get("license_name"), data.get("license_link")
+        if not isinstance(name, str) or not _SLUG.match(name):
+            errors.append('"license_name" must be a lower-case slug when "license" is other')
+        if not link:
+            errors.append('"license_link" is required when "license" is other')
+    for key, known in (
+        ("task_categories", set(known_task_ids)),
+        ("size_categories", _resource("size_categories.json")),
+        ("language", _resource("languages.json")),
+    ):
+        values = data.get(key) or []
+        for value in [values] if isinstance(values, str) else values:
+            if value not in known:
+                errors.append(f'"{key}" has an unknown value {value!r}')
+    for config in data.get("configs") or []:
+        try:
+            MetadataConfigs._raise_if_data_files_field_not_valid(config)
+        except ValueError as exc:
+            errors.append(f"config {config.get('config_name')!r}: {exc}")
+            continue
+        if files is None:
+            continue
+        specs = config.get("data_files") or []
+        patterns = [specs] if isinstance(specs, str) else specs
+        for spec in patterns:
+            for pattern in [spec] if isinstance(spec, str) else [spec["path"]]:
+                for one in [pattern] if isinstance(pattern, str) else pattern:
+                    if not any(fnmatch.fnmatch(f, one) for f in files):
+                        errors.append(
+                            f"config {config['config_name']!r}: no file matches data_files {one!r}"
+                        )
+    return errors
+
+
+def _lfs_patterns(gitattributes: bytes | None) -> list[str]:
+    if gitattributes is None:
+        return list(DEFAULT_LFS)
+    return [
+        line.split()[0]
+        for line in gitattributes.decode().splitlines()
+        if "filter=lfs" in line and line.split()
+    ]
+
+
 class FakeHub:
     def __init__(self) -> None:
         self.repos: dict[
@@ -35,6 +121,9 @@ class FakeHub:
         self.commits: list[dict] = []  # {"repo", "revision", "paths", "create_pr"}
         self.fail: dict[str, int] = {}
         self.requests: list[str] = []
+        self.uploads: list[str] = []  # LFS objects PUT (oids), in order
+        self.xet_requests: list[str] = []
+        self.validations: list[list[str]] = []  # the errors of each card validation
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -97,9 +186,23 @@ class FakeHub:
                 if path == "/api/repos/create":
                     return self._create(json.loads(body))
                 if path == "/api/validate-yaml":
+                    spec = json.loads(body)
+                    errors = card_errors(spec.get("content", ""))
+                    hub.validations.append(errors)
+                    if errors:
+                        return self._send(
+                            400, {"errors": [{"message": e} for e in errors], "warnings": []}
+                        )
                     return self._send(200, {"errors": [], "warnings": []})
+                if "xet-write-token" in path or "xet-read-token" in path:
+                    hub.xet_requests.append(path)
+                    return self._send(501, {"error": "Xet is not served by this stand-in"})
                 if path.startswith("/lfs-upload/"):
-                    hub.lfs[path.rsplit("/", 1)[1]] = body
+                    oid = path.rsplit("/", 1)[1]
+                    if hashlib.sha256(body).hexdigest() != oid:
+                        return self._send(400, {"error": "sha256 does not match the oid"})
+                    hub.lfs[oid] = body
+                    hub.uploads.append(oid)
                     return self._send(200, {})
                 if m := _LFS_BATCH.match(path):
                     return self._lfs_batch(json.loads(body))
@@ -137,7 +240,8 @@ class FakeHub:
                         },
                     )
                 hub.repos[repo_id] = {
-                    "private": bool(spec.get("private")),
+                    # huggingface_hub 2.x sends "visibility", older clients "private"
+                    "private": spec.get("visibility") == "private" or bool(spec.get("private")),
                     "type": spec.get("type"),
                     "refs": {"main": {}},
                     "sha": {"main": "0" * 40},
@@ -228,16 +332,7 @@ class FakeHub:
                     repo["sha"].setdefault(rest, repo["sha"]["main"])
                     return self._send(200, {})
                 if action == "preupload":
-                    files = json.loads(body)["files"]
-                    mode = [
-                        {
-                            "path": f["path"],
-                            "shouldIgnore": False,
-                            "uploadMode": "regular" if f["path"].endswith(".md") else "lfs",
-                        }
-                        for f in files
-                    ]
-                    return self._send(200, {"files": mode, "commitOid": repo["sha"]["main"]})
+                    return self._preupload(repo, rest, json.loads(body))
                 if action == "commit":
                     return self._commit(repo_id, repo, rest, body, query)
                 rev, _, sub = rest.partition("/")
@@ -256,6 +351,35 @@ class FakeHub:
                     return self._send(200, self._entries(files, list(paths), "", False))
                 return self._send(404, {"error": f"not implemented: {action}"})
 
+            def _preupload(self, repo: dict, rev: str, spec: dict) -> None:
+                """Upload mode from size, sample and .gitattributes; the oid of the file the
+                revision already has at each path (None when it has none)."""
+                files = repo["refs"].get(self._ref(repo, rev or "main"), {})
+                attrs = files.get(".gitattributes", {}).get("data")
+                lfs = _lfs_patterns(attrs)
+                ignore = [
+                    p.strip()
+                    for p in (spec.get("gitIgnore") or "").splitlines()
+                    if p.strip() and not p.startswith("#")
+                ]
+                out = []
+                for f in spec["files"]:
+                    sample = base64.b64decode(f.get("sample") or "")
+                    big = int(f.get("size") or 0) >= LFS_MIN_BYTES
+                    matched = any(fnmatch.fnmatch(Path(f["path"]).name, p) for p in lfs)
+                    mode = "lfs" if big or b"\0" in sample or matched else "regular"
+                    blob = files.get(f["path"])
+                    oid = None if blob is None else (blob.get("lfs") or blob["oid"])
+                    out.append(
+                        {
+                            "path": f["path"],
+                            "uploadMode": mode,
+                            "shouldIgnore": any(fnmatch.fnmatch(f["path"], p) for p in ignore),
+                            "oid": oid,
+                        }
+                    )
+                return self._send(200, {"files": out, "commitOid": repo["sha"]["main"]})
+
             def _commit(self, repo_id: str, repo: dict, rev: str, body: bytes, query) -> None:
                 create_pr = query.get("create_pr", ["0"])[0] in ("1", "true")
                 if create_pr:
@@ -268,7 +392,7 @@ class FakeHub:
                     return self._send(
                         404, {"error": "Revision not found"}, {"X-Error-Code": "RevisionNotFound"}
                     )
-                files = repo["refs"][target]
+                files = dict(repo["refs"][target])
                 paths = []
                 for line in body.decode().splitlines():
                     op = json.loads(line)
@@ -288,6 +412,14 @@ class FakeHub:
                     else:
                         continue
                     paths.append(value["path"])
+                if "README.md" in paths:
+                    errors = card_errors(files["README.md"]["data"].decode(), set(files))
+                    hub.validations.append(errors)
+                    if errors:
+                        return self._send(
+                            400, {"error": "Invalid metadata in README.md: " + "; ".join(errors)}
+                        )
+                repo["refs"][target] = files
                 sha = hashlib.sha1(
                     json.dumps([len(hub.commits), target, paths]).encode()
                 ).hexdigest()

@@ -9,10 +9,13 @@ HEADER = """# Sources
 
 Generated from `manifests/` by `docs/scripts/gen_sources_md.py`; do not edit by hand.
 Each source has its own page in `docs/sources/` (download, the folder to pass as ROOT, layout,
-licence, quirks).
+licence, quirks). "licence id" is the Hub licence id of the owners' terms (`other` where they
+are no standard licence) and "redistribution" whether `push` may publish the source's pixels
+(`allowed`, `non-commercial`, `not-allowed`; see docs/publishing.md).
 
-| id | title | scene | modality | access | licence | layouts | homepage |
-|---|---|---|---|---|---|---|---|
+| id | title | scene | modality | access | licence | licence id | redistribution | layouts \
+| homepage |
+|---|---|---|---|---|---|---|---|---|---|
 """
 
 
@@ -82,7 +85,7 @@ def render() -> str:
         layouts = ", ".join(dict.fromkeys(p.layout for p in m.parts))
         rows.append(
             f"| {page} | {m.title} | {scene} | {m.modality} | {m.access} | {m.licence} "
-            f"| {layouts} | {m.homepage} |"
+            f"| {m.licence_id} | {m.redistribution} | {layouts} | {m.homepage} |"
         )
     return HEADER + "\n".join(rows) + "\n" + render_downloads()
 

@@ -10,9 +10,17 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .errors import SourceError, describe_validation_error
+from .licences import HUB_LICENCES, Redistribution
 from .store import yaml_text
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -54,6 +62,10 @@ class SourceManifest(BaseModel):
     title: str
     homepage: str
     licence: str
+    # the Hub licence id of the owners' terms ("other" where they are no standard licence) and
+    # whether the source's pixels may be published: the gate of `push` (docs/publishing.md)
+    licence_id: str
+    redistribution: Redistribution
     access: Literal["open", "registration", "request", "generated"]
     access_terms: str
     citation: str
@@ -81,12 +93,31 @@ class SourceManifest(BaseModel):
             raise ValueError("id must be a lower-case slug such as 'kvasir-seg'")
         return value
 
+    @field_validator("licence_id")
+    @classmethod
+    def _licence_is_hub_id(cls, value: str) -> str:
+        if value not in HUB_LICENCES:
+            raise ValueError(
+                f"licence_id {value!r} is not a Hub licence id (e.g. cc-by-4.0, cc0-1.0; "
+                "'other' for the owners' own terms)"
+            )
+        return value
+
     @field_validator("citation")
     @classmethod
     def _citation_is_bibtex(cls, value: str) -> str:
         if not value.strip().startswith("@"):
             raise ValueError("citation must be a BibTeX entry starting with '@'")
         return value.strip() + "\n"
+
+    @model_validator(mode="after")
+    def _terms_agree(self) -> SourceManifest:
+        if "-nc" in self.licence_id and self.redistribution == "allowed":
+            raise ValueError(
+                f"licence_id {self.licence_id} is non-commercial: redistribution must be "
+                "non-commercial or not-allowed"
+            )
+        return self
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SourceManifest:

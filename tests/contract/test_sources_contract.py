@@ -5,6 +5,7 @@ import re
 import pytest
 
 from medvqa_build.api import list_sources, load_source
+from medvqa_build.licences import HUB_LICENCES, REDISTRIBUTION_ORDER
 
 from ..fixtures import fixture_writer
 
@@ -15,6 +16,8 @@ SOURCES = [s.id for s in list_sources()]
 def test_manifest_metadata_is_complete(source_id):
     m = next(s for s in list_sources() if s.id == source_id).manifest
     assert m.title and m.licence and m.access_terms and m.layout
+    # the licence gate of `push` (docs/publishing.md): a Hub id and a redistribution flag
+    assert m.licence_id in HUB_LICENCES and m.redistribution in REDISTRIBUTION_ORDER
     assert re.match(r"https?://", m.homepage)
     assert re.match(r"@\w+\{[^,]+,", m.citation) and m.citation.rstrip().endswith("}")
     assert m.parts, "a source needs at least one layout part"

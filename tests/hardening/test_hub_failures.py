@@ -7,6 +7,7 @@ so an unfinished push leaves nothing ``load_dataset`` could read."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -37,7 +38,8 @@ PUSH = """
     sleeps = []
     medvqa_build.export.hub.time.sleep = sleeps.append
     from medvqa_build.cli import main
-    rc = main(["push", {dir!r}, "me/demo", "-q", "--max-commit-mb", "0.05", "--timeout", "2"])
+    rc = main(["push", {dir!r}, "me/demo", "-q", "--max-commit-mb", "0.05", "--timeout", "2",
+               *{extra!r}])
     print("RC", rc, "SLEEPS", sleeps)
 """
 
@@ -49,18 +51,18 @@ def build(tmp_path_factory):
     return out
 
 
-def _push(hub: FakeHub, build, home, token: str = TOKEN) -> subprocess.CompletedProcess:
+def _push(hub: FakeHub, build, home, token: str = TOKEN, extra=()) -> subprocess.CompletedProcess:
+    # no HF_HUB_DISABLE_XET here: push turns Xet off itself (hf_xet is installed)
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
     env.update(
         {
             "HF_ENDPOINT": hub.url,
             "HF_TOKEN": token,
             "HF_HOME": str(home),
-            "HF_HUB_DISABLE_XET": "1",
             "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         }
     )
-    code = textwrap.dedent(PUSH.format(dir=str(build)))
+    code = textwrap.dedent(PUSH.format(dir=str(build), extra=list(extra)))
     return subprocess.run(
         [sys.executable, "-c", code],
         env=env,
@@ -186,3 +188,55 @@ def test_a_server_that_never_answers_times_out_and_is_retried(build, tmp_path):
         p = _push(hub, build, tmp_path)
     assert "RC 0" in p.stdout, p.stderr[-2000:]
     assert "retry 1/3" in p.stderr and len(hub.commits) == 1
+
+
+def test_second_push_of_an_unchanged_build_uploads_nothing(build, tmp_path):
+    """The stand-in answers pre-upload with each file's oid: the second push of the same
+    build uploads no LFS object and makes no commit; no Xet request is ever made."""
+    with FakeHub() as hub:
+        first = _push(hub, build, tmp_path)
+        uploaded, commits = list(hub.uploads), len(hub.commits)
+        second = _push(hub, build, tmp_path)
+        assert hub.uploads == uploaded and len(hub.commits) == commits == 1
+        assert not hub.xet_requests
+        files = hub.files("me/demo")
+    assert "RC 0" in first.stdout and "RC 0" in second.stdout, second.stderr[-2000:]
+    n = len(files)
+    assert uploaded and f"({n} unchanged, not uploaded)" in second.stdout, second.stdout
+    assert "(0 unchanged" in first.stdout and "in 0 commit(s)" in second.stdout
+
+
+def test_the_card_is_validated_as_the_hub_does(build, tmp_path):
+    """Every push has its card checked (valid here); a card whose licence is no Hub id or
+    whose config points at no file is refused with one line, and nothing is committed."""
+    with FakeHub() as hub:
+        assert "RC 0" in _push(hub, build, tmp_path).stdout
+        assert hub.validations and all(v == [] for v in hub.validations)
+        assert hub.repos["me/demo"]["private"] is True  # private unless --public
+    bad = tmp_path / "bad"
+    shutil.copytree(build / "hf", bad / "hf")
+    card = (bad / "hf" / "README.md").read_text(encoding="utf-8")
+    (bad / "hf" / "README.md").write_text(
+        card.replace("license: cc0-1.0", "license: CC0 1.0", 1), encoding="utf-8"
+    )
+    with FakeHub() as hub:
+        p = _push(hub, bad / "hf", tmp_path)
+        assert not hub.commits
+    assert "RC 2" in p.stdout and "Traceback" not in p.stderr
+    errors = _errors(p)
+    assert len(errors) == 1 and "license" in errors[0], p.stderr[-2000:]
+    (bad / "hf" / "README.md").write_text(
+        card.replace("path: data/all/test-*", "path: data/default/test-*"), encoding="utf-8"
+    )
+    with FakeHub() as hub:
+        p = _push(hub, bad / "hf", tmp_path)
+        assert not hub.commits
+    errors = _errors(p)
+    assert len(errors) == 1 and "data/default/test-*" in errors[0], p.stderr[-2000:]
+
+
+def test_public_only_when_asked(build, tmp_path):
+    with FakeHub() as hub:
+        p = _push(hub, build, tmp_path, extra=["--public"])
+        assert hub.repos["me/demo"]["private"] is False
+    assert "RC 0" in p.stdout and ", public" in p.stdout

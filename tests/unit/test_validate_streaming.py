@@ -30,6 +30,8 @@ def _manifest() -> SourceManifest:
         title="Toy",
         homepage="https://example.org",
         licence="CC-BY-4.0",
+        licence_id="cc-by-4.0",
+        redistribution="allowed",
         access="open",
         access_terms="-",
         citation="@misc{toy, title={Toy}}",

@@ -44,6 +44,8 @@ def _cmd_sources(args) -> int:
                 "scenes": _scenes(m),
                 "layouts": list(dict.fromkeys(p.layout for p in m.parts)),
                 "licence": m.licence,
+                "licence_id": m.licence_id,
+                "redistribution": m.redistribution,
                 "access": m.access,
                 "homepage": m.homepage,
             }
@@ -51,13 +53,14 @@ def _cmd_sources(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    header = ("id", "scene", "modality", "access", "licence", "layouts")
+    header = ("id", "scene", "modality", "access", "redistribution", "licence", "layouts")
     table = [header] + [
         (
             r["id"],
             ", ".join(r["scenes"]) or "-",
             r["modality"],
             r["access"],
+            r["redistribution"],
             r["licence"][:40],
             ",".join(r["layouts"]),
         )

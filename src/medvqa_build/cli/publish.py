@@ -49,16 +49,23 @@ def _cmd_push(args) -> int:
     result = push_build(
         args.dir,
         args.repo_id,
-        private=args.private,
+        private=not args.public,
         revision=args.revision,
         create_pr=args.create_pr,
         max_commit_mb=args.max_commit_mb,
         force=args.force,
         timeout_s=args.timeout,
         progress=not args.quiet,
+        annotations_only=args.annotations_only,
+        permitted=tuple(args.i_have_permission),
     )
     where = result.pr_url or f"{result.url} ({result.revision})"
-    print(f"pushed {result.files} file(s) in {len(result.commits)} commit(s) to {where}")
+    print(
+        f"pushed {result.files} file(s) ({result.unchanged} unchanged, not uploaded) in "
+        f"{len(result.commits)} commit(s) to {where}, {'private' if result.private else 'public'}"
+    )
+    if result.withheld:
+        print(f"withheld the images of {', '.join(result.withheld)} (annotations only)")
     return 0
 
 
@@ -139,14 +146,34 @@ def _add_push(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "push",
         help="publish the HF export of a build to the Hugging Face Hub",
-        description="Create the dataset repo REPO_ID if needed and upload the HF "
-        "export (data shards, assets, then README.md). The token comes "
-        "from HF_TOKEN or `hf auth login` and is never printed; "
-        "HF_ENDPOINT selects the Hub.",
+        description="Create the dataset repo REPO_ID (private unless --public) if needed and "
+        "upload the HF export (data shards, assets, then README.md). A source whose owners do "
+        "not allow redistribution stops the push unless --annotations-only or "
+        "--i-have-permission SOURCE is given. The token comes from HF_TOKEN or `hf auth login` "
+        "and is never printed; HF_ENDPOINT selects the Hub. Needs huggingface_hub>=2.0.",
     )
     p.add_argument("dir", metavar="DIR", help="build directory, or its hf/ export folder")
     p.add_argument("repo_id", metavar="REPO_ID", help="NAMESPACE/NAME of the dataset repo")
-    p.add_argument("--private", action="store_true", help="create the repo private")
+    p.add_argument(
+        "--public", action="store_true", help="create the repo public (default: private)"
+    )
+    p.add_argument(
+        "--private", action="store_true", help="create the repo private (the default; kept)"
+    )
+    p.add_argument(
+        "--annotations-only",
+        action="store_true",
+        help="publish no pixels of the sources that may not be redistributed: their items keep "
+        "source-relative image references, and rebuild_images.py rebuilds them from your copy",
+    )
+    p.add_argument(
+        "--i-have-permission",
+        action="append",
+        default=[],
+        metavar="SOURCE",
+        help="publish SOURCE's pixels although its terms forbid redistribution: you have the "
+        "owners' permission (repeatable)",
+    )
     p.add_argument("--revision", help="branch to push to (created from main if missing)")
     p.add_argument(
         "--create-pr", action="store_true", help="open a pull request instead of committing"

@@ -18,6 +18,7 @@ import yaml
 
 from .._version import __version__
 from ..eval.baselines import option_chance
+from ..licences import combined_redistribution, size_category
 from ..manifest import SourceManifest
 from ..records import Item
 from ..validate.blind import blind_table
@@ -54,6 +55,7 @@ class CardStats:
         # per task, the option count of each MCQ item in order (the random baseline's mean)
         self.n_options: dict[str, array] = {}
         self.multi_select: set[str] = set()
+        self.with_options = 0  # items answered by picking options (the multiple-choice tag)
         for item in items:
             self.add(item)
 
@@ -74,6 +76,7 @@ class CardStats:
         plot = self.plot_letters.setdefault(item.task, Counter())
         counts = self.n_options.setdefault(item.task, array("H"))
         if item.options:
+            self.with_options += 1
             plot.update(letters)
             counts.append(len(item.options))
         if "," in item.answer:
@@ -147,9 +150,69 @@ def _embedders(recipe_yaml: str) -> list[str]:
     return sorted(set(found))
 
 
-def _licence_slug(licences: list[str]) -> str:
-    text = licences[0] if len(licences) == 1 else "multiple-licences"
-    return re.sub(r"[^a-z0-9.-]+", "-", text.lower()).strip("-") or "other"
+def root_variable(source_id: str) -> str:
+    """The environment variable a published recipe reads a source's root from."""
+    return "MEDVQA_ROOT_" + re.sub(r"[^A-Z0-9]+", "_", source_id.upper())
+
+
+def portable_recipe(recipe_yaml: str) -> str:
+    """The recipe as a card or an upload shows it: every source root (a path on the builder's
+    machine) becomes ``${MEDVQA_ROOT_<ID>}`` and the embedding cache its default, so the text
+    names no local folder and reruns anywhere with those variables set."""
+    recipe = yaml.safe_load(recipe_yaml) or {}
+    changed = False
+    for source in recipe.get("sources") or []:
+        if isinstance(source, dict) and source.get("root") is not None:
+            source["root"] = "${" + root_variable(str(source.get("id"))) + "}"
+            changed = True
+    if recipe.get("embedding_cache") is not None:
+        recipe["embedding_cache"] = None
+        changed = True
+    if not changed:
+        return recipe_yaml
+    return yaml.safe_dump(recipe, sort_keys=False, allow_unicode=True)
+
+
+LICENCE_FILE = "LICENSE.md"  # the ``license_link`` of a card whose licence is ``other``
+TERMS = {
+    "allowed": "redistributable under the sources' licences (attribution as each requires)",
+    "non-commercial": "non-commercial use only",
+    "not-allowed": "not redistributable: the images may not be published",
+}
+
+
+def licence_metadata(manifests: dict[str, SourceManifest], used: list[str]) -> dict:
+    """The card's ``license`` (the one Hub licence id all sources share) or ``other`` with
+    ``license_name`` and ``license_link`` (the export's LICENSE.md)."""
+    ids = {manifests[s].licence_id for s in used}
+    if len(ids) == 1 and "other" not in ids:
+        return {"license": ids.pop()}
+    terms = combined_redistribution({manifests[s].redistribution for s in used})
+    name = f"{used[0]}-terms" if len(used) == 1 else f"mixed-sources-{terms}"
+    return {"license": "other", "license_name": name, "license_link": LICENCE_FILE}
+
+
+def _licences(manifests: dict[str, SourceManifest], used: list[str]) -> list[str]:
+    terms = combined_redistribution({manifests[s].redistribution for s in used})
+    lines = [
+        f"Combined terms: **{TERMS[terms]}**. A build is bound by the strictest of its "
+        "sources (CC BY with CC BY-NC is non-commercial; one source that does not allow "
+        "redistribution makes the whole build not redistributable). Each source keeps its "
+        "owners' terms:",
+        "",
+        "| source | licence id | redistribution | terms |",
+        "|---|---|---|---|",
+    ]
+    for s in used:
+        m = manifests[s]
+        lines.append(f"| `{s}` | {m.licence_id} | {m.redistribution} | {m.licence} |")
+    return lines + [""]
+
+
+def licence_file(manifests: dict[str, SourceManifest], used: list[str], name: str) -> str:
+    """LICENSE.md of an export whose card licence is ``other``: the combined terms and each
+    source's."""
+    return "\n".join([f"# Terms of {name}", "", *_licences(manifests, used)])
 
 
 def dataset_card(
@@ -166,11 +229,9 @@ def dataset_card(
     """The README.md text; ``items``: the items (read once) or their :class:`CardStats`."""
     stats = card_stats(items)
     used = sorted(stats.sources)
-    lines = _front_matter(name, manifests, used, configs, dataset_info)
+    lines = _front_matter(name, manifests, used, configs, dataset_info, stats)
     lines += [f"# {name}", ""] + _introduction(stats, used, validation)
-    lines += ["## Licences", ""]
-    lines += ["Each source keeps its owners' terms; use of this benchmark is bound by all of them:"]
-    lines += [""] + [f"- `{s}`: {manifests[s].licence}" for s in used] + [""]
+    lines += ["## Licences", ""] + _licences(manifests, used)
     lines += _configs(configs, config_items, stats.total)
     lines += _contents(stats)
     if validation.get("blind"):  # the text-only audit, when the recipe ran it
@@ -184,14 +245,17 @@ def dataset_card(
     return "\n".join(lines)
 
 
-def _front_matter(name, manifests, used, configs, dataset_info) -> list[str]:
-    """The card's YAML metadata block (the Hub reads it)."""
-    licences = sorted({manifests[s].licence for s in used})
+def _front_matter(name, manifests, used, configs, dataset_info, stats) -> list[str]:
+    """The card's YAML metadata block (the Hub validates it and reads it)."""
+    tasks = ["visual-question-answering"]
+    if stats.with_options:  # grounding-only builds (MedSG) answer with boxes, not options
+        tasks.append("multiple-choice")
     header = {
         "pretty_name": name,
-        "license": "other",
-        "license_name": _licence_slug(licences),
-        "task_categories": ["visual-question-answering", "multiple-choice"],
+        **licence_metadata(manifests, used),
+        "language": ["en"],
+        "size_categories": [size_category(stats.total)],
+        "task_categories": tasks,
         "tags": ["medical", "benchmark", "medvqa_build"],
         "configs": configs,
     }
@@ -223,7 +287,11 @@ def _configs(configs: list[dict], config_items: dict[str, int] | None, total: in
         n = (config_items or {}).get(cfg["config_name"], total)
         splits = ", ".join(d["split"] for d in cfg["data_files"])
         lines.append(f"| `{cfg['config_name']}` | {n} | {splits} |")
+    first = configs[0]
     return lines + [
+        "",
+        "The Parquet shards are `data/<config>/<split>-NNNNN-of-NNNNN.parquet` (here "
+        f"`{first['data_files'][0]['path']}` for the default config `{first['config_name']}`).",
         "",
         "```python",
         "from datasets import load_dataset",
@@ -275,6 +343,7 @@ def _citation(sid: str, m: SourceManifest) -> list[str]:
 
 
 def _how_built(recipe_yaml: str) -> list[str]:
+    recipe_yaml = portable_recipe(recipe_yaml)
     recipe = yaml.safe_load(recipe_yaml) or {}
     embedders = _embedders(recipe_yaml)
     return [
@@ -284,6 +353,11 @@ def _how_built(recipe_yaml: str) -> list[str]:
         f"seed {recipe.get('seed', 0)}",
         f"- Embedder: {', '.join(embedders) if embedders else 'none (label-pool negatives)'}",
         "- Versions: " + ", ".join(f"{k} {v}" for k, v in _versions().items()),
+        *(
+            ["- Source roots: `${MEDVQA_ROOT_<SOURCE>}`: set each to your copy of the source"]
+            if "${MEDVQA_ROOT_" in recipe_yaml
+            else []
+        ),
         "",
         "```yaml",
         recipe_yaml.rstrip(),

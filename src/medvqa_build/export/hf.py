@@ -31,7 +31,7 @@ from ..schema import item_features
 from ..store.atomic import atomic_path, write_atomic
 from ..store.parquet import items_to_table
 from .base import EXPORTERS, ExportContext
-from .card import CardStats, dataset_card
+from .card import LICENCE_FILE, CardStats, dataset_card, licence_file, licence_metadata
 from .common import slug, task_config, where
 from .plots import card_plots
 
@@ -283,4 +283,7 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
         config_items=counts,
     )
     write_atomic(out / "README.md", card)
+    used = sorted(plan.stats.sources)
+    if licence_metadata(ctx.manifests, used)["license"] == "other":  # the card's license_link
+        write_atomic(out / LICENCE_FILE, licence_file(ctx.manifests, used, ctx.name))
     return {"items": plan.stats.total, "configs": list(counts), "files": files, "plots": len(plots)}

@@ -7,20 +7,35 @@ file, README.md included. Until that commit nothing is visible in the repository
 that fails half-way never leaves a release that ``load_dataset`` would read as complete. Each
 batch and the commit are retried on server and network errors. Every failure becomes one
 :class:`~medvqa_build.errors.MedvqaError` line.
+
+Before anything is sent, the licence gate (:mod:`.licence_gate`) refuses pixels of a source
+whose owners do not allow redistribution, and the repository is created private unless
+``private=False``. Xet transfers are turned off (``HF_HUB_DISABLE_XET``): the push then goes
+through the HTTP calls that ``timeout_s`` bounds and the retries cover (docs/publishing.md).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
+import os
+import re
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MedvqaError, UsageError
+from .annotations_only import annotations_only_export
+from .licence_gate import check_licences
 
 log = logging.getLogger(__name__)
 WARNING_MARK = "this build failed validation"
+# the oldest huggingface_hub with ``set_client_factory``/``hf_request_event_hook``, which
+# ``_use_timeout`` installs (0.x sends through requests and has neither); the push tests pass
+# on 1.0.0, 1.33.0 and 2.x (docs/publishing.md)
+HUB_FLOOR = (1, 0, 0)
 
 
 class HubError(MedvqaError):
@@ -35,6 +50,30 @@ class PushResult:
     commits: list[str] = field(default_factory=list)
     files: int = 0
     pr_url: str | None = None
+    private: bool = True
+    unchanged: int = 0  # files the Hub already had (same oid): neither uploaded nor committed
+    withheld: list[str] = field(default_factory=list)  # sources pushed without their pixels
+
+
+def installed_hub_version() -> str | None:
+    try:
+        return importlib.metadata.version("huggingface_hub")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_hub_version() -> None:
+    """One error line, before anything of ``huggingface_hub`` is imported, when it is missing
+    or older than :data:`HUB_FLOOR`."""
+    installed = installed_hub_version()
+    floor = ".".join(map(str, HUB_FLOOR))
+    parts = tuple(int(n) for n in re.findall(r"\d+", installed or "")[:3])
+    if installed is None or parts < HUB_FLOOR:
+        raise UsageError(
+            f"push needs huggingface_hub>={floor}; "
+            + ("it is not installed" if installed is None else f"{installed} is installed"),
+            fix=f"pip install 'huggingface_hub>={floor}'",
+        )
 
 
 def find_export(path: str | Path, force: bool = False) -> Path:
@@ -92,7 +131,11 @@ def _batches(folder: Path, max_bytes: float) -> list[list[Path]]:
 
 
 def _describe(exc: Exception) -> str:
+    """The first line of the error, and what the server said (one line, at most 300 chars)."""
     text = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    server = " ".join((getattr(exc, "server_message", None) or "").split())
+    if server and server not in text:
+        text = f"{text} ({server})"
     return text[:300]
 
 
@@ -110,6 +153,13 @@ def _classify(exc: Exception, repo_id: str) -> MedvqaError:
         return HubError(
             f"repository {repo_id} not found or not writable with this token",
             fix="check REPO_ID and that the token has write access",
+        )
+    if isinstance(exc, ValueError) and str(exc).startswith("Invalid metadata in README.md"):
+        # huggingface_hub's own validate-yaml call, before anything is committed
+        problems = "; ".join(line.lstrip("- ") for line in str(exc).splitlines()[1:])
+        return HubError(
+            f"the Hub rejected the card's metadata for {repo_id}: {problems[:300]}",
+            fix="fix the YAML header of README.md (docs/publishing.md, Card metadata)",
         )
     if isinstance(exc, HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
@@ -141,15 +191,19 @@ def _retryable(exc: Exception) -> bool:
 
 def _use_timeout(timeout_s: float) -> None:
     """Give huggingface_hub's HTTP client a timeout (its default waits forever on a server that
-    accepts the connection and never answers); a timed-out call is retried like a 5xx."""
-    import httpx2
+    accepts the connection and never answers); a timed-out call is retried like a 5xx.
+
+    The client is built with the HTTP library the installed huggingface_hub itself uses
+    (httpx2 from 2.0 on, httpx in 1.x)."""
     from huggingface_hub.utils import _http, set_client_factory
 
+    lib = getattr(_http, "httpx2", None) or _http.httpx
+
     def factory():
-        return httpx2.Client(
+        return lib.Client(
             event_hooks={"request": [_http.hf_request_event_hook]},
             follow_redirects=True,
-            timeout=httpx2.Timeout(timeout_s, connect=min(30.0, timeout_s)),
+            timeout=lib.Timeout(timeout_s, connect=min(30.0, timeout_s)),
         )
 
     set_client_factory(factory)
@@ -206,7 +260,7 @@ def push(
     path: str | Path,
     repo_id: str,
     *,
-    private: bool = False,
+    private: bool = True,
     revision: str | None = None,
     create_pr: bool = False,
     max_commit_mb: float = 2000,
@@ -216,25 +270,62 @@ def push(
     message: str = "Upload benchmark built with medvqa_build",
     timeout_s: float = 300.0,
     progress: bool = True,
+    annotations_only: bool = False,
+    permitted: tuple[str, ...] = (),
 ) -> PushResult:
-    """Create ``repo_id`` (a dataset repo) if needed and upload the export folder to it.
+    """Create ``repo_id`` (a dataset repo, private unless ``private=False``) if needed and
+    upload the export folder to it.
 
-    ``timeout_s`` bounds every HTTP call (one upload batch must finish within it)."""
-    from huggingface_hub import HfApi
+    A source whose manifest says ``redistribution: not-allowed`` stops the push unless it is
+    in ``permitted`` or ``annotations_only`` is set: then its items go up with source-relative
+    image references instead of pixels, with the script that rebuilds them. ``timeout_s``
+    bounds every HTTP call (one upload batch must finish within it)."""
+    check_hub_version()
+    if "/" not in repo_id or repo_id.count("/") != 1:
+        raise UsageError(
+            f"repo id {repo_id!r} is not NAMESPACE/NAME", fix="e.g. my-org/my-benchmark"
+        )
+    folder = find_export(path, force)
+    gate = check_licences(folder, permitted, annotations_only)
+    options = (private, revision, create_pr, max_commit_mb, retries, backoff_s, message)
+    if not gate.blocked:
+        return _push_folder(folder, repo_id, *options, timeout_s, progress)
+    with tempfile.TemporaryDirectory(prefix="medvqa-annotations-") as tmp:
+        out = annotations_only_export(folder, gate, Path(tmp) / "hf")
+        result = _push_folder(out, repo_id, *options, timeout_s, progress)
+    result.withheld = list(gate.blocked)
+    return result
+
+
+def _push_folder(
+    folder,
+    repo_id,
+    private,
+    revision,
+    create_pr,
+    max_commit_mb,
+    retries,
+    backoff_s,
+    message,
+    timeout_s,
+    progress,
+) -> PushResult:
+    # Xet uploads bypass the HTTP client ``_use_timeout`` bounds and the batches the retries
+    # cover: off, for this process (the constant is read at import; a prior import is patched)
+    os.environ["HF_HUB_DISABLE_XET"] = "1"
+    from huggingface_hub import HfApi, constants
     from huggingface_hub.utils import disable_progress_bars
+
+    constants.HF_HUB_DISABLE_XET = True
 
     if not progress:
         disable_progress_bars()
 
     _use_timeout(timeout_s)
-    folder = find_export(path, force)
-    if "/" not in repo_id or repo_id.count("/") != 1:
-        raise UsageError(
-            f"repo id {repo_id!r} is not NAMESPACE/NAME", fix="e.g. my-org/my-benchmark"
-        )
     api = HfApi(token=_token())
     batches = _batches(folder, max_commit_mb * 1e6)
     result = PushResult(repo_id, "", revision or "main", files=sum(len(b) for b in batches))
+    result.private = private
 
     def attempt(what: str, fn):
         return _attempt(what, fn, repo_id, retries, backoff_s)
@@ -250,6 +341,10 @@ def push(
             lambda: api.create_branch(repo_id, repo_type="dataset", branch=revision, exist_ok=True),
         )
     all_ops = _preupload(api, attempt, folder, batches, repo_id, revision, create_pr)
+    # the Hub answers each file's oid: a file it has with the same content is skipped
+    result.unchanged = sum(
+        1 for op in all_ops if op._remote_oid is not None and op._remote_oid == op._local_oid
+    )
     info = attempt(
         "commit",
         lambda: api.create_commit(
@@ -261,7 +356,8 @@ def push(
             create_pr=create_pr,
         ),
     )
-    result.commits.append(info.oid)
+    if result.unchanged < result.files:  # else the client made no commit (nothing changed)
+        result.commits.append(info.oid)
     if create_pr:
         result.pr_url = info.pr_url
     return result
