@@ -150,7 +150,7 @@ def _add_push(sub: argparse._SubParsersAction) -> None:
         "upload the HF export (data shards, assets, then README.md). A source whose owners do "
         "not allow redistribution stops the push unless --annotations-only or "
         "--i-have-permission SOURCE is given. The token comes from HF_TOKEN or `hf auth login` "
-        "and is never printed; HF_ENDPOINT selects the Hub. Needs huggingface_hub>=2.0.",
+        "and is never printed; HF_ENDPOINT selects the Hub. Needs huggingface_hub>=1.0.",
     )
     p.add_argument("dir", metavar="DIR", help="build directory, or its hf/ export folder")
     p.add_argument("repo_id", metavar="REPO_ID", help="NAMESPACE/NAME of the dataset repo")
