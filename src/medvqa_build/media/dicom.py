@@ -9,13 +9,17 @@ patient name, ID, date or institution ever leaves the source folder.
 
 from __future__ import annotations
 
+import logging
 import os
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ImageProblem
+from .dicom_codecs import decode_failure, missing_decoder, redact, syntax_text
 
 DICOM_EXTENSIONS = (".dcm", ".dicom")
 # Header keywords a manifest may allow-list; anything else (names, IDs, dates, institution,
@@ -52,6 +56,46 @@ class Window:
     width: float
 
 
+@contextmanager
+def _quiet():
+    """pydicom's warnings quote header values (a bad date, a name), so none may reach a log."""
+    logging.getLogger("pydicom").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _unreadable(exc: BaseException) -> DicomProblem:
+    return DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {redact(exc)})")
+
+
+def _dcmread(path: Path, **kwargs):
+    """``pydicom.dcmread`` with every failure of a damaged file as a :class:`DicomProblem`
+    (pydicom raises many types for hostile bytes: ValueError, KeyError, struct.error...)."""
+    import pydicom
+
+    try:
+        with _quiet():
+            return pydicom.dcmread(path, **kwargs)
+    except FileNotFoundError:
+        raise DicomProblem("file not found") from None
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise _unreadable(exc) from None
+
+
+def _syntax(ds):
+    return getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
+
+
+def _int(ds, keyword: str, default: int) -> int:
+    try:
+        return int(ds.get(keyword, default) or default)
+    except (TypeError, ValueError):
+        raise DicomProblem(f"DICOM header element {keyword} is not a number") from None
+
+
 def is_dicom(path: str | os.PathLike) -> bool:
     """By suffix, or by the ``DICM`` magic at byte 128 (PS3.10 7.1) for suffix-less files."""
     path = Path(path)
@@ -67,21 +111,15 @@ def is_dicom(path: str | os.PathLike) -> bool:
 
 def read_header(path: str | os.PathLike):
     """The dataset without pixel data; :class:`DicomProblem` when it is not DICOM."""
-    import pydicom
-    from pydicom.errors import InvalidDicomError
-
     path = Path(path)
     if not path.is_file():
         raise DicomProblem("file not found")
-    try:
-        return pydicom.dcmread(path, stop_before_pixels=True)
-    except (InvalidDicomError, OSError, ValueError, EOFError) as exc:
-        raise DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {exc})") from None
+    return _dcmread(path, stop_before_pixels=True)
 
 
 def header_size(ds) -> tuple[int, int]:
     """``(width, height)`` from Columns/Rows."""
-    width, height = int(ds.get("Columns", 0) or 0), int(ds.get("Rows", 0) or 0)
+    width, height = _int(ds, "Columns", 0), _int(ds, "Rows", 0)
     if width <= 0 or height <= 0:
         raise DicomProblem(f"DICOM header gives no image size (Columns={width}, Rows={height})")
     return width, height
@@ -91,29 +129,19 @@ def check_pixel_data(path: str | os.PathLike) -> None:
     """Cheap checks that the header alone misses: the file has pixel data, in a transfer
     syntax this machine can decode, and (when not encapsulated) all of its bytes are there.
     Reads the file structure only: the pixel bytes themselves are skipped, not loaded."""
-    import pydicom
-    from pydicom.errors import InvalidDicomError
-    from pydicom.pixels import get_decoder
-
     path = Path(path)
-    try:
-        ds = pydicom.dcmread(path, defer_size=256)
-    except (InvalidDicomError, OSError, ValueError, EOFError) as exc:
-        raise DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {exc})") from None
+    ds = _dcmread(path, defer_size=256)
     if "PixelData" not in ds:
         raise DicomProblem("DICOM file has no pixel data (no PixelData element)")
-    syntax = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
-    if syntax is not None:
-        try:
-            available = get_decoder(syntax).is_available
-        except NotImplementedError:
-            available = False
-        if not available:
-            raise DicomProblem(
-                f"unsupported transfer syntax {getattr(syntax, 'name', syntax)}: no pixel decoder "
-                "(pip install pylibjpeg pylibjpeg-libjpeg pylibjpeg-openjpeg for JPEG ones)"
-            )
-    if syntax is not None and syntax.is_compressed:
+    syntax = _syntax(ds)
+    if syntax is None:
+        raise DicomProblem(
+            f"{syntax_text(None)}: the pixel data cannot be interpreted; re-export the file"
+        )
+    reason = missing_decoder(syntax)
+    if reason:
+        raise DicomProblem(reason)
+    if syntax.is_compressed:
         return
     raw = ds.get_item("PixelData")
     tell = getattr(raw, "value_tell", None)
@@ -124,12 +152,15 @@ def check_pixel_data(path: str | os.PathLike) -> None:
         present = path.stat().st_size - tell
     else:
         return
-    bits = int(ds.get("BitsAllocated", 8) or 8)
+    bits = _int(ds, "BitsAllocated", 8)
+    samples = _int(ds, "SamplesPerPixel", 1)
+    if samples == 3 and str(ds.get("PhotometricInterpretation", "")).upper() == "YBR_FULL_422":
+        samples = 2  # chroma halved horizontally: Y Y Cb Cr per two pixels (PS3.3 C.7.6.3.1.2)
     expected = (
-        int(ds.get("Rows", 0) or 0)
-        * int(ds.get("Columns", 0) or 0)
-        * int(ds.get("SamplesPerPixel", 1) or 1)
-        * int(ds.get("NumberOfFrames", 1) or 1)
+        _int(ds, "Rows", 0)
+        * _int(ds, "Columns", 0)
+        * samples
+        * _int(ds, "NumberOfFrames", 1)
         * bits
         + 7
     ) // 8
@@ -174,27 +205,45 @@ def allowed_attributes(ds, keywords: list[str] | tuple[str, ...]) -> dict[str, s
     return out
 
 
-def _pixels(ds, frame: int) -> np.ndarray:
-    try:
-        arr = ds.pixel_array
-    except (NotImplementedError, RuntimeError) as exc:
-        syntax = getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
-        name = getattr(syntax, "name", syntax)
+def decode_pixels(ds) -> np.ndarray:
+    """Every frame's stored values, through pydicom's pixel-data plugins (the same array as
+    ``ds.pixel_array``); :class:`DicomProblem` naming the transfer syntax and the plugin that
+    decodes it when none installed does, or when the data is corrupt."""
+    if "PixelData" not in ds and "FloatPixelData" not in ds and "DoubleFloatPixelData" not in ds:
+        raise DicomProblem("DICOM file has no pixel data")
+    syntax = _syntax(ds)
+    if syntax is None:
         raise DicomProblem(
-            f"cannot decode {name} pixel data ({exc}); install the pydicom plugins "
-            "(pip install pylibjpeg pylibjpeg-libjpeg pylibjpeg-openjpeg)"
+            f"{syntax_text(None)}: the pixel data cannot be interpreted; re-export the file"
+        )
+    reason = missing_decoder(syntax)
+    if reason:
+        raise DicomProblem(reason)
+    try:
+        with _quiet():
+            return ds.pixel_array
+    except MemoryError:
+        raise
+    except (AttributeError, KeyError) as exc:  # an element decoding needs is absent
+        raise DicomProblem(
+            f"DICOM header lacks what decoding {syntax_text(syntax)} pixel data needs "
+            f"({exc.__class__.__name__}: {redact(exc)})"
         ) from None
-    except (ValueError, AttributeError) as exc:
-        raise DicomProblem(f"corrupt DICOM pixel data ({exc})") from None
-    frames = int(ds.get("NumberOfFrames", 1) or 1)
-    samples = int(ds.get("SamplesPerPixel", 1) or 1)
+    except Exception as exc:  # the plugins raise many types for damaged data
+        raise DicomProblem(decode_failure(syntax, exc)) from None
+
+
+def _pixels(ds, frame: int) -> np.ndarray:
+    arr = decode_pixels(ds)
+    frames = _int(ds, "NumberOfFrames", 1)
+    samples = _int(ds, "SamplesPerPixel", 1)
     if frames > 1:
         if not 0 <= frame < frames:
             raise DicomProblem(f"frame {frame} out of range: the file has {frames} frames")
         arr = arr[frame]
     elif frame != 0:
         raise DicomProblem(f"frame {frame} out of range: the file has 1 frame")
-    if samples == 1 and arr.ndim != 2:
+    if (samples == 1 and arr.ndim != 2) or (samples > 1 and arr.ndim != 3):
         raise DicomProblem(f"unexpected pixel array shape {arr.shape}")
     return arr
 
@@ -208,11 +257,16 @@ def _window_uint8(values: np.ndarray, window: Window) -> np.ndarray:
 
 
 def _minmax_uint8(values: np.ndarray) -> np.ndarray:
+    """The finite range to 0..255 (float pixel data may hold NaN or inf: those go to 0)."""
     values = values.astype(np.float64)
-    lo, hi = float(values.min()), float(values.max())
+    finite = np.isfinite(values)
+    if not finite.any():
+        return np.zeros(values.shape, dtype=np.uint8)
+    lo, hi = float(values[finite].min()), float(values[finite].max())
     if hi <= lo:
         return np.zeros(values.shape, dtype=np.uint8)
-    return np.clip(np.rint((values - lo) / (hi - lo) * 255.0), 0, 255).astype(np.uint8)
+    out = np.where(finite, (values - lo) / (hi - lo) * 255.0, 0.0)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
 
 
 def grey_uint8(ds, frame: int = 0, window: Window | None = None) -> np.ndarray:
@@ -250,9 +304,38 @@ def header_window(ds) -> Window:
     return Window(float(center), float(width))
 
 
+def _palette_rgb(ds, frame: int) -> np.ndarray:
+    """PALETTE COLOR: the stored values index the header's RGB lookup tables (C.7.6.3.1.5)."""
+    from pydicom.pixels import apply_color_lut
+
+    rgb = apply_color_lut(_pixels(ds, frame), ds)
+    if rgb.dtype == np.uint8:
+        return np.ascontiguousarray(rgb)
+    # 16-bit LUT entries: scale by the LUT range, not the frame's (C.7.6.3.1.6)
+    return np.clip(np.rint(rgb.astype(np.float64) / 257.0), 0, 255).astype(np.uint8)
+
+
 def dataset_rgb(ds, frame: int = 0, window: Window | None = None) -> np.ndarray:
-    """``(H, W, 3)`` uint8 RGB of one frame (colour data converted from YBR when needed)."""
-    samples = int(ds.get("SamplesPerPixel", 1) or 1)
+    """``(H, W, 3)`` uint8 RGB of one frame (colour data converted from YBR when needed).
+
+    A header the display path cannot use (a LUT that does not fit, a window that is not a
+    number) is a :class:`DicomProblem`, so one odd file is quarantined, never a crash."""
+    try:
+        return _dataset_rgb(ds, frame, window)
+    except (DicomProblem, MemoryError):
+        raise
+    except Exception as exc:
+        raise DicomProblem(
+            f"cannot turn the decoded {syntax_text(_syntax(ds))} pixels into RGB "
+            f"({exc.__class__.__name__}: {redact(exc)})"
+        ) from None
+
+
+def _dataset_rgb(ds, frame: int, window: Window | None) -> np.ndarray:
+    samples = _int(ds, "SamplesPerPixel", 1)
+    photometric = str(ds.get("PhotometricInterpretation", "")).upper()
+    if samples == 1 and photometric == "PALETTE COLOR":
+        return _palette_rgb(ds, frame)
     if samples == 1:
         grey = grey_uint8(ds, frame, window)
         return np.repeat(grey[:, :, None], 3, axis=2)
@@ -270,17 +353,9 @@ def load_dicom_rgb(
 
     ``window`` = ``(center, width)`` in rescaled units overrides the header's VOI.
     """
-    import pydicom
-    from pydicom.errors import InvalidDicomError
-
     if window is not None and not isinstance(window, Window):
         window = Window(float(window[0]), float(window[1]))
-    try:
-        ds = pydicom.dcmread(path)
-    except FileNotFoundError:
-        raise DicomProblem("file not found") from None
-    except (InvalidDicomError, OSError, ValueError, EOFError) as exc:
-        raise DicomProblem(f"not a readable DICOM file ({exc.__class__.__name__}: {exc})") from None
-    if "PixelData" not in ds and "FloatPixelData" not in ds:
+    ds = _dcmread(Path(path))
+    if "PixelData" not in ds and "FloatPixelData" not in ds and "DoubleFloatPixelData" not in ds:
         raise DicomProblem("DICOM file has no pixel data")
     return dataset_rgb(ds, frame, window)
