@@ -56,10 +56,29 @@ class Window:
     width: float
 
 
+_SILENCED = False
+
+
+def _silence_pydicom() -> None:
+    """pydicom's log lines and warnings quote header values (an odd date, a name, a bad
+    number) and its decoders log whole tracebacks: none of that may reach a build's log. The
+    reasons that matter become :class:`DicomProblem` texts with quoted values redacted.
+    Runs once, after pydicom's import has set its own logger level."""
+    global _SILENCED
+    if _SILENCED:
+        return
+    import pydicom  # noqa: F401  (its import sets the 'pydicom' logger to WARNING)
+
+    logging.getLogger("pydicom").setLevel(logging.CRITICAL + 1)
+    # warnings attributed to pydicom's modules (values are converted lazily, on access)
+    warnings.filterwarnings("ignore", module=r"pydicom(\.|$)")
+    _SILENCED = True
+
+
 @contextmanager
 def _quiet():
-    """pydicom's warnings quote header values (a bad date, a name), so none may reach a log."""
-    logging.getLogger("pydicom").setLevel(logging.ERROR)
+    """Also silence warnings raised while pydicom decodes (attributed to other modules)."""
+    _silence_pydicom()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
@@ -321,7 +340,8 @@ def dataset_rgb(ds, frame: int = 0, window: Window | None = None) -> np.ndarray:
     A header the display path cannot use (a LUT that does not fit, a window that is not a
     number) is a :class:`DicomProblem`, so one odd file is quarantined, never a crash."""
     try:
-        return _dataset_rgb(ds, frame, window)
+        with _quiet():
+            return _dataset_rgb(ds, frame, window)
     except (DicomProblem, MemoryError):
         raise
     except Exception as exc:

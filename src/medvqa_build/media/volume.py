@@ -117,11 +117,13 @@ def window_to_uint8(
     reference: np.ndarray | None = None,
 ) -> np.ndarray:
     """Grey levels 0..255: a CT window by name or ``(level, width)``; ``None``/``"mri"``
-    scales between the 0.5th and 99.5th percentiles of ``reference`` (default: ``values``)."""
+    scales between the 0.5th and 99.5th percentiles of ``reference`` (default: ``values``).
+    NaN and infinite voxels (resampled volumes hold NaN outside the field of view) are left
+    out of the percentiles and shown black."""
     values = np.asarray(values, dtype=np.float32)
     if window in (None, "mri", "percentile"):
         ref = values if reference is None else np.asarray(reference, dtype=np.float32)
-        lo, hi = (float(v) for v in np.percentile(ref, MRI_PERCENTILES))
+        lo, hi = _finite_percentiles(ref)
     else:
         if isinstance(window, str):
             if window not in CT_WINDOWS:
@@ -132,10 +134,18 @@ def window_to_uint8(
             window = CT_WINDOWS[window]
         level, width = window
         lo, hi = level - width / 2, level + width / 2
-    if hi <= lo:
+    if not hi > lo:  # also when a bound is NaN
         return np.zeros(values.shape, dtype=np.uint8)
     scaled = (np.clip(values, lo, hi) - lo) / (hi - lo) * 255.0
-    return np.round(scaled).astype(np.uint8)
+    return np.round(np.nan_to_num(scaled, nan=0.0)).astype(np.uint8)
+
+
+def _finite_percentiles(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return 0.0, 0.0
+    lo, hi = np.percentile(finite, MRI_PERCENTILES)
+    return float(lo), float(hi)
 
 
 def load_slice_rgb(
@@ -164,7 +174,7 @@ def _percentile_range(path: str, channel: int | None) -> tuple[float, float]:
     """MRI scaling as a (level, width) window from the volume's percentiles."""
     # every 2nd voxel per axis: the same percentiles within noise, 8x less work
     sub = np.asarray(load_volume(path, channel)[::2, ::2, ::2], dtype=np.float32)
-    lo, hi = (float(v) for v in np.percentile(sub, MRI_PERCENTILES))
+    lo, hi = _finite_percentiles(sub)
     return (lo + hi) / 2, max(hi - lo, 1e-6)
 
 
