@@ -8,6 +8,8 @@ how its candidates are found and how one is read.
 
 from __future__ import annotations
 
+import csv
+import zipfile
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,6 +29,32 @@ from .discovery import Expect
 
 class LabelProblem(Exception):
     """A raw label string that the manifest's label map does not know."""
+
+
+# What reading a malformed dataset-supplied file raises inside a layout (a cell that is not a
+# number, an entry of the wrong type, bytes that are not UTF-8, a cut XML or XLSX file): a
+# problem of the data, never a reason to end the build with a traceback. ValueError covers
+# UnicodeDecodeError, json.JSONDecodeError and pandas' ParserError/EmptyDataError; SyntaxError
+# covers xml.etree's ParseError.
+MALFORMED: tuple[type[BaseException], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    SyntaxError,
+    csv.Error,
+    zipfile.BadZipFile,
+    OSError,
+)
+
+
+def malformed_text(exc: BaseException) -> str:
+    """``Type: first line of the message`` (a library's message may span lines)."""
+    lines = str(exc).strip().splitlines()
+    first = lines[0][:300] if lines else ""
+    return f"{exc.__class__.__name__}: {first}" if first else exc.__class__.__name__
 
 
 # cells that mean "no value" in the owners' label tables, whatever the dataset: a layout adds
@@ -264,16 +292,37 @@ class FileLayout(ABC):
         return a quarantine entry) when it cannot be one."""
 
     def scan(self, ctx: ScanContext) -> Iterator[Sample | QuarantineEntry | None]:
-        for candidate in self.candidates(ctx):
+        """Every candidate, deferred. A malformed table or index file that ``candidates``
+        reads (the whole part depends on it) is one :class:`SourceError` line, not a
+        traceback; the layouts name the file and field where they check it themselves."""
+        candidates = self.candidates(ctx)
+        while True:
+            try:
+                candidate = next(candidates)
+            except StopIteration:
+                return
+            except MALFORMED as exc:
+                raise SourceError(
+                    f"{ctx.source}: the {self.name} layout cannot read its annotation files "
+                    f"({malformed_text(exc)})",
+                    where=str(ctx.root),
+                    fix=f"the files are damaged or not the release's format: compare them with "
+                    f"docs/sources/{ctx.source}.md, or download them again",
+                ) from None
             yield ctx.defer(self._read_one, ctx, candidate)
 
     def _read_one(self, ctx: ScanContext, candidate) -> Sample | QuarantineEntry:
+        """One candidate's sample, or its quarantine entry: a per-file problem, or a malformed
+        annotation entry for this file (only the samples it describes are lost)."""
         if isinstance(candidate, QuarantineEntry):
             return candidate
         try:
             return self.read(ctx, candidate)
         except (ImageProblem, LabelProblem) as exc:
             return ctx.quarantine(candidate.rel, str(exc))
+        except MALFORMED as exc:
+            text = malformed_text(exc).replace(f"{ctx.root}/", "")  # no absolute path
+            return ctx.quarantine(candidate.rel, f"malformed annotation or file ({text})")
 
 
 class LayoutOptions(BaseModel):
