@@ -189,12 +189,6 @@ YAML_FRAGMENTS = st.sampled_from(
 )  # fmt: skip
 
 
-# recipe.py reads --set values and recipe bytes without catching YAML and Unicode errors: fixed
-# by issue 27 point 4 (another branch, which owns recipe.py); strict=False so these pass there
-RECIPE_READER = "issue 27 point 4: recipe.py lets yaml/UnicodeDecodeError escape (other branch)"
-
-
-@pytest.mark.xfail(reason=RECIPE_READER, strict=False)
 @SETTINGS
 @given(
     overrides=st.lists(
@@ -209,7 +203,6 @@ def test_fuzzed_set_overrides_end_in_one_line(recipe_dir, overrides):
     _one_line_outcome(*_run_recipe(recipe_dir, text, tuple(overrides)))
 
 
-@pytest.mark.xfail(reason=RECIPE_READER, strict=False)
 @SETTINGS
 @given(data=st.binary(max_size=200))
 def test_arbitrary_bytes_recipes_end_in_one_line(recipe_dir, data):

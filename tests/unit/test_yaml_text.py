@@ -22,6 +22,14 @@ def test_alias_bomb_stops_at_the_budget():
     assert len(load("a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\nb: [*a, *a, *a]\n")["b"]) == 3
 
 
+def test_an_alias_inside_its_own_anchor_stops_at_the_depth_cap():
+    """``&a [*a, *a]`` nests without end: refused in one line, with bounded memory (the
+    walk's key paths grew with the depth and filled memory before the node budget)."""
+    for text in ("x: &a [*a, *a]", "x: &a {k: *a, j: *a}"):
+        with pytest.raises(YamlProblem, match="nested more than 64 levels"):
+            load(text)
+
+
 def test_sizes_name_the_key():
     with pytest.raises(YamlProblem, match=r"^tasks\.0\.params\.text: string of 5,000"):
         check_sizes({"tasks": [{"params": {"text": "x" * 5000}}]})

@@ -17,6 +17,10 @@ MAX_FILE_BYTES = 32 << 20  # a recipe or manifest is a few kB; larger is no reci
 MAX_STRING = 4096  # the longest path most file systems accept
 MAX_LIST = 10_000  # entries of one list or mapping
 MAX_NODES = 200_000  # values after aliases are expanded (a "billion laughs" has 10^9)
+# levels of nesting; a recipe has under ten. An alias inside its own anchor (``&a [*a]``) is a
+# value nested without end: without this cap the walk's key paths grow with the depth and
+# fill memory long before MAX_NODES is reached
+MAX_DEPTH = 64
 
 
 class YamlProblem(ValueError):
@@ -65,9 +69,9 @@ def check_sizes(
     when the value has more than ``max_nodes`` values once its aliases are expanded (the
     walk counts a shared value each time it is reached, and stops at the budget)."""
     nodes = 0
-    stack: list[tuple[str, Any]] = [(prefix, data)]
+    stack: list[tuple[str, Any, int]] = [(prefix, data, 0)]
     while stack:
-        key, value = stack.pop()
+        key, value, depth = stack.pop()
         nodes += 1
         if nodes > max_nodes:
             raise YamlProblem(
@@ -75,6 +79,12 @@ def check_sizes(
                 "bomb?); write the values out instead of repeating anchors"
             )
         where = key or "(top level)"
+        if depth > MAX_DEPTH:
+            head = ".".join(where.split(".")[:3])
+            raise YamlProblem(
+                f"{head}…: nested more than {MAX_DEPTH} levels (an alias inside its own "
+                "anchor?); write the values out"
+            )
         if isinstance(value, str):
             if len(value) > max_string:
                 raise YamlProblem(
@@ -84,10 +94,12 @@ def check_sizes(
             if len(value) > max_list:
                 raise YamlProblem(f"{where}: {len(value):,} keys, more than {max_list:,}")
             for k, v in value.items():
-                stack.append((f"{key}.{k}" if key else str(k), v))
+                stack.append((f"{key}.{k}" if key else str(k), v, depth + 1))
                 if isinstance(k, str) and len(k) > max_string:
                     raise YamlProblem(f"{where}: a key of {len(k):,} characters")
         elif isinstance(value, list | tuple):
             if len(value) > max_list:
                 raise YamlProblem(f"{where}: list of {len(value):,} items, more than {max_list:,}")
-            stack.extend((f"{key}.{i}" if key else str(i), v) for i, v in enumerate(value))
+            stack.extend(
+                (f"{key}.{i}" if key else str(i), v, depth + 1) for i, v in enumerate(value)
+            )
