@@ -6,7 +6,6 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-import nibabel as nib
 import pydicom
 import skimage
 from nibabel.testing import data_path as NIBABEL_DATA
@@ -107,10 +106,6 @@ def nibabel_non_nifti() -> list[Path]:
 
 def skimage_files() -> list[Path]:
     return files(SKIMAGE_DATA)
-
-
-def nib_load(path: Path):
-    return nib.load(str(path))
 
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff")  # store.paths.IMAGE_EXTENSIONS
