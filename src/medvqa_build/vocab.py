@@ -39,3 +39,40 @@ def join_levels(levels: Iterable[str]) -> str:
     """Levels in anatomical order, comma-joined (the attribute's canonical form)."""
     wanted = set(levels)
     return ",".join(lv for lv in LUMBAR_LEVELS if lv in wanted)
+
+
+def texts_nest(a: str, b: str) -> bool:
+    """One option text inside the other, lower-cased (``"cut"`` in ``"cutting between ..."``):
+    VLMEvalKit matches a reply to an option by that containment, so such a pair is ambiguous."""
+    a, b = a.strip().lower(), b.strip().lower()
+    return a != b and bool(a) and bool(b) and (a in b or b in a)
+
+
+def nested_options(options: Iterable[str]) -> list[tuple[str, str]]:
+    """Every pair of options ``(inner, outer)`` where ``inner``'s text lies inside ``outer``'s."""
+    opts = list(options)
+    return [
+        (a, b) if len(a.strip()) <= len(b.strip()) else (b, a)
+        for i, a in enumerate(opts)
+        for b in opts[i + 1 :]
+        if texts_nest(a, b)
+    ]
+
+
+def unnested(fixed: Iterable[str], candidates: Iterable[str]) -> list[str]:
+    """``candidates`` (order kept) whose text nests with none of ``fixed`` (e.g. the truth and
+    the mandatory options)."""
+    fixed = list(fixed)
+    return [c for c in candidates if not any(texts_nest(c, f) for f in fixed)]
+
+
+def first_apart(ordered: Iterable[str], need: int) -> list[str]:
+    """The first ``need`` of ``ordered`` (or fewer, when it runs out) skipping any text that
+    nests with one already taken: a list with no nested pair is returned unchanged."""
+    out: list[str] = []
+    for cand in ordered:
+        if len(out) == need:
+            break
+        if not any(texts_nest(cand, o) for o in out):
+            out.append(cand)
+    return out

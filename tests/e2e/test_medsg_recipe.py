@@ -38,7 +38,14 @@ def test_medsg_build(tmp_path, repo, capsys):
     records = [
         r for f in sorted((out / "medsg").glob("Task*.json")) for r in json.loads(f.read_text())
     ]
-    assert len(records) == 16 and {r["task"] for r in records} == {t.lower() for t in TASKS}
+    assert len(records) == 16 and {r["task"] for r in records} == TASKS
+    # MedSG-Bench's own numbering: Task1 = Registered_Diff ... Task8 = referring
+    index = json.loads((out / "medsg" / "tasks.json").read_text())
+    assert index["Task1"]["task"] == "Registered_Diff" and index["Task8"]["task"] == "referring"
+    for n, entry in index.items():
+        assert {r["task"] for r in json.loads((out / "medsg" / f"{n}.json").read_text())} == {
+            entry["task"]
+        }
     for r in records:
         x1, y1, x2, y2 = r["answer"]
         assert 0 <= x1 < x2 <= 336 and 0 <= y1 < y2 <= 336 and 2 <= len(r["images"]) <= 6

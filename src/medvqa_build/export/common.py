@@ -33,6 +33,12 @@ def is_mcq(item: Item) -> bool:
     return bool(item.options)
 
 
+def multi_select_tasks(items: Iterable[Item]) -> set[str]:
+    """The tasks with an item whose answer has several letters (read from two columns)."""
+    pairs = zip(column_values(items, "task"), column_values(items, "answer"), strict=True)
+    return {task for task, answer in pairs if "," in (answer or "")}
+
+
 def slug(text: str) -> str:
     """A config / file name for a task name: ``"Region Recognition"`` -> ``region_recognition``."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "task"

@@ -4,6 +4,12 @@ the build has such items) plus ``utils.py`` (:mod:`.lmms_utils`). Copy the folde
 
 ``dataset_path`` is the Hub repo id of the pushed HF export (option ``dataset_path``,
 default the export name); ``dataset_name`` is the ``all`` config.
+
+Multiple choice reports exact match (``accuracy``) and set ``precision``/``recall``/``f1``;
+the tasks with multi-select items are written into ``utils.py``'s ``MULTI_SELECT_TASKS`` so
+every letter of a reply counts there. Grounding sets ``process_results_use_image: true``:
+lmms-eval drops image columns before ``process_results`` otherwise, and the IoU needs the
+image size.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from pathlib import Path
 
 from ..store.atomic import write_atomic
 from .base import EXPORTERS, ExportContext
-from .common import check_export_name, is_grounding, is_mcq, slug
+from .common import check_export_name, is_grounding, is_mcq, multi_select_tasks, slug
 
 MCQ_POST = "\nAnswer with the option's letter from the given choices directly."
 BOX_POST = "\nAnswer with the bounding box of the target as [x1, y1, x2, y2] in pixels."
@@ -22,7 +28,7 @@ BOX_POST = "\nAnswer with the bounding box of the target as [x1, y1, x2, y2] in 
 def _yaml(task: str, dataset_path: str, split: str, kind: str) -> str:
     if kind == "mcq":
         docs, post, results, tokens = "mcq_docs", MCQ_POST, "mcq_process_results", 16
-        metrics = [("accuracy", True)]
+        metrics = [("accuracy", True), ("precision", True), ("recall", True), ("f1", True)]
     else:
         docs, post, results, tokens = "grounding_docs", BOX_POST, "grounding_process_results", 64
         metrics = [("iou", True), ("acc_at_0.3", True), ("acc_at_0.5", True), ("acc_at_0.7", True)]
@@ -41,8 +47,10 @@ def _yaml(task: str, dataset_path: str, split: str, kind: str) -> str:
         "  temperature: 0",
         "  do_sample: false",
         f"process_results: !function utils.{results}",
-        "metric_list:",
     ]
+    if kind == "grounding":
+        lines.append("process_results_use_image: true")
+    lines.append("metric_list:")
     for metric, higher in metrics:
         lines += [
             f"  - metric: {metric}",
@@ -73,13 +81,23 @@ def export_lmms(ctx: ExportContext, out: Path) -> dict:
         present.update(kind for kind, keep in kinds.items() if keep(item))
         if len(present) == len(kinds):
             break
+    multi = multi_select_tasks(ctx.items)
     written = []
     for kind in kinds:
         if kind in present:
             fname = f"{slug(name)}_{kind}.yaml"
             write_atomic(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
             written.append(fname)
-    write_atomic(
-        out / "utils.py", (Path(__file__).parent / "lmms_utils.py").read_text(encoding="utf-8")
-    )
-    return {"tasks": written}
+    write_atomic(out / "utils.py", utils_source(multi))
+    return {"tasks": written, "multi_select_tasks": sorted(multi)}
+
+
+def utils_source(multi_select_tasks: set[str]) -> str:
+    """:mod:`.lmms_utils` with ``MULTI_SELECT_TASKS`` set to the build's multi-select tasks."""
+    text = (Path(__file__).parent / "lmms_utils.py").read_text(encoding="utf-8")
+    blank = "MULTI_SELECT_TASKS = frozenset()\n"
+    if blank not in text:
+        raise RuntimeError("lmms_utils.py lost its MULTI_SELECT_TASKS line")
+    names = ", ".join(json.dumps(t) for t in sorted(multi_select_tasks))
+    value = f"frozenset({{{names}}})" if names else "frozenset()"
+    return text.replace(blank, f"MULTI_SELECT_TASKS = {value}\n")

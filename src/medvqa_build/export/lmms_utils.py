@@ -1,13 +1,20 @@
 """lmms-eval hooks for a medvqa_build benchmark (copied as ``utils.py`` next to the task YAMLs).
 
 Standalone: imports nothing from medvqa_build. Rows are those of the HF export (``images``
-is a list of PIL images, ``options`` a list, ``answer`` a letter, ``answer_bbox`` xyxy pixels
-with x2/y2 exclusive).
+is a list of PIL images, ``options`` a list, ``answer`` one letter or several comma-joined,
+``answer_bbox`` xyxy pixels with x2/y2 exclusive).
+
+Multiple choice reports ``accuracy`` (exact match of the set of letters) and the set
+``precision``, ``recall`` and ``f1`` of the letters given against the correct ones. In a task
+of :data:`MULTI_SELECT_TASKS` every letter of the reply counts; elsewhere only the first (a
+single-answer reply such as ``"B. A polyp"`` must not read as two letters).
 """
 
 import re
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# tasks whose items may have several correct letters (filled in by the exporter)
+MULTI_SELECT_TASKS = frozenset()
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
 IOU_THRESHOLDS = (0.3, 0.5, 0.7)
 
@@ -31,20 +38,33 @@ def doc_to_text(doc, lmms_eval_specific_kwargs=None):
     return kwargs.get("pre_prompt", "") + "\n".join(lines) + kwargs.get("post_prompt", "")
 
 
-def parse_letters(text, n_options):
-    """Option letters in a reply: a bare letter, ``(B)``, ``B.`` or ``Answer: B`` (first wins)."""
+def parse_letters(text, n_options, every=False):
+    """Option letters in a reply: a bare letter, ``(B)``, ``B.``, ``Answer: B`` or a list such
+    as ``A, C`` / ``A and C``; the first only unless ``every``. In reply order, no repeats."""
     valid = LETTERS[:n_options]
     text = (text or "").strip()
     if len(text) == 1 and text.upper() in valid:
-        return text.upper()
-    found = re.findall(rf"(?:^|[\s(\[:])([{valid}])(?=$|[\s).,:\]])", text)
-    return found[0] if found else ""
+        return [text.upper()]
+    found = re.findall(rf"(?:^|[\s(\[:,/&])([{valid}])(?=$|[\s).,:;/&\]])", text)
+    letters = list(dict.fromkeys(found))
+    return letters if every else letters[:1]
+
+
+def set_scores(pred, gold):
+    """Exact match, precision, recall and F1 of the letter sets ``pred`` against ``gold``."""
+    pred, gold = set(pred), set(gold)
+    hit = len(pred & gold)
+    precision = hit / len(pred) if pred else 0.0
+    recall = hit / len(gold) if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if hit else 0.0
+    return {"accuracy": float(pred == gold), "precision": precision, "recall": recall, "f1": f1}
 
 
 def mcq_process_results(doc, results):
-    pred = parse_letters(results[0], len(doc["options"]))
-    gold = doc["answer"].replace(" ", "")
-    return {"accuracy": float(pred == gold if "," not in gold else pred == gold)}
+    every = doc.get("task") in MULTI_SELECT_TASKS
+    pred = parse_letters(results[0], len(doc["options"]), every=every)
+    gold = [a.strip() for a in doc["answer"].split(",") if a.strip()]
+    return set_scores(pred, gold)
 
 
 def parse_box(text, width, height):
@@ -67,6 +87,8 @@ def box_iou(a, b):
 
 
 def grounding_process_results(doc, results):
+    """IoU of the reply's box; needs ``process_results_use_image: true`` (lmms-eval drops the
+    image column before ``process_results`` otherwise) for the image size."""
     width, height = doc["images"][-1].size
     pred = parse_box(results[0], width, height)
     iou = box_iou(pred, list(doc["answer_bbox"])) if pred else 0.0

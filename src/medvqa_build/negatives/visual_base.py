@@ -11,6 +11,7 @@ import numpy as np
 
 from ..records import Negatives, Sample
 from ..store.packed import SortedStrings
+from ..vocab import first_apart, unnested
 from .base import OptionRequest, not_enough
 from .embedder import l2_normalise
 
@@ -128,13 +129,17 @@ def choose_top(
     what: str,
 ) -> Negatives:
     """Mandatory options first, then the ``need`` highest-scoring allowed classes (ties by
-    name); scores are aligned with candidates, NaN where a mandatory option has no score."""
+    name), none whose text contains another option's; scores are aligned with candidates,
+    NaN where a mandatory option has no score."""
     mandatory = request.mandatory_distractors()
     need = request.distractors_needed()
-    allowed = allowed_classes(request, sorted(class_scores))
+    allowed = unnested([request.truth, *mandatory], allowed_classes(request, sorted(class_scores)))
     if need < 0 or len(allowed) < need:
         raise not_enough(request, len(allowed), need, what)
-    ranked = sorted(allowed, key=lambda c: (-class_scores[c], c))[:need]
+    # the best-scoring classes, skipping one whose text contains (or is inside) one taken
+    ranked = first_apart(sorted(allowed, key=lambda c: (-class_scores[c], c)), need)
+    if len(ranked) < need:
+        raise not_enough(request, len(ranked), need, what + " whose texts do not nest")
     scores = [float(class_scores.get(m, np.nan)) for m in mandatory]
     scores += [float(class_scores[c]) for c in ranked]
     return Negatives(

@@ -188,7 +188,13 @@ def apply_decisions(
         folder.samples(),
         folder.manifests(),
         folder.resolver(),
-        rules=["schema", "options-unique", "answer-in-options", "distractor-related"],
+        rules=[
+            "schema",
+            "options-unique",
+            "options-apart",
+            "answer-in-options",
+            "distractor-related",
+        ],
     )
     if problems:
         shown = "; ".join(f"{p.item_id}: [{p.check}] {p.message}" for p in problems[:3])

@@ -26,7 +26,7 @@ from ..records import Item, Sample
 from ..render import prompt_levels
 from ..store.memory import release_freed_memory
 from ..store.tables import SampleTable, batched, sample_lookup
-from ..vocab import COORD_FORMATS, IMAGE_SCHEMES, LETTERS, answer_letters
+from ..vocab import COORD_FORMATS, IMAGE_SCHEMES, LETTERS, answer_letters, nested_options
 from .blind import BlindAudit
 from .summaries import IdLog, SplitTracker, duplicated
 
@@ -209,6 +209,15 @@ def _options_unique(item: Item, ctx: RuleContext) -> list[str]:
         else:
             seen[key] = option
     return out
+
+
+def _options_apart(item: Item, ctx: RuleContext) -> list[str]:
+    return [
+        f"option {inner!r} lies inside option {outer!r}: a reply naming {outer!r} matches "
+        "both by text"
+        for inner, outer in nested_options(item.options)
+        if normalise_text(inner) != normalise_text(outer)  # the same text: options-unique
+    ]
 
 
 def _answer_in_options(item: Item, ctx: RuleContext) -> list[str]:
@@ -562,6 +571,11 @@ RULES: tuple[Rule, ...] = (
         "options-unique",
         "options differ after folding case, spacing, punctuation and synonyms",
         _options_unique,
+    ),
+    Rule(
+        "options-apart",
+        "no option's text lies inside another's (lower-cased), as text matching would confuse",
+        _options_apart,
     ),
     Rule(
         "answer-in-options",

@@ -115,10 +115,15 @@ def test_lmms_eval(make_ctx, tmp_path, items):
     kwargs = mcq["lmms_eval_specific_kwargs"]["default"]
     text = utils.doc_to_text(docs[0], kwargs)
     assert "A. polyp" in text and text.endswith("directly.")
-    assert utils.mcq_process_results(docs[0], ["B"]) == {"accuracy": 1.0}
-    assert utils.mcq_process_results(docs[0], ["The answer is (C)."]) == {"accuracy": 0.0}
+    assert utils.mcq_process_results(docs[0], ["B"])["accuracy"] == 1.0
+    assert utils.mcq_process_results(docs[0], ["The answer is (C)."])["accuracy"] == 0.0
+    # a single-answer task reads the first letter only: "A polyp" is not a second letter
+    assert utils.mcq_process_results(docs[0], ["B. A polyp"])["accuracy"] == 1.0
+    assert [m["metric"] for m in mcq["metric_list"]] == ["accuracy", "precision", "recall", "f1"]
+    assert "process_results_use_image" not in mcq
     box = _load_yaml(tmp_path / "lmms/bench_test_grounding.yaml")
     assert [m["metric"] for m in box["metric_list"]][:2] == ["iou", "acc_at_0.3"]
+    assert box["process_results_use_image"] is True
     g = utils.grounding_docs(ds)
     assert len(g) == 1 and len(utils.doc_to_visual(g[0])) == 2
     res = utils.grounding_process_results(g[0], ["[4, 5, 20, 25]"])
@@ -126,10 +131,68 @@ def test_lmms_eval(make_ctx, tmp_path, items):
     assert utils.grounding_process_results(g[0], ["no box"])["iou"] == 0.0
 
 
+def test_lmms_eval_multi_select(make_ctx, tmp_path, items):
+    """A task with a multi-letter answer is written into MULTI_SELECT_TASKS; its replies are
+    read as letter sets and scored by exact match and set precision / recall / F1."""
+    multi = make_item(
+        4, options=("L1/L2", "L2/L3", "L3/L4", "L4/L5", "L5/S1"), answer="B,D", task="Levels"
+    )
+    stats = EXPORTERS.get("lmms-eval")(make_ctx([*items, multi]), tmp_path)
+    assert stats["multi_select_tasks"] == ["Levels"]
+    spec = importlib.util.spec_from_file_location("lmms_utils_m", tmp_path / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    assert sorted(utils.MULTI_SELECT_TASKS) == ["Levels"]
+    doc = {"task": "Levels", "options": list(multi.options), "answer": "B,D"}
+    assert utils.mcq_process_results(doc, ["B, D"]) == {
+        "accuracy": 1.0,
+        "precision": 1.0,
+        "recall": 1.0,
+        "f1": 1.0,
+    }
+    half = utils.mcq_process_results(doc, ["B. L2/L3"])
+    assert half == {"accuracy": 0.0, "precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3)}
+    wide = utils.mcq_process_results(doc, ["A, B, D and E"])
+    assert wide["accuracy"] == 0.0 and wide["precision"] == 0.5 and wide["recall"] == 1.0
+    assert utils.mcq_process_results(doc, ["no idea"])["f1"] == 0.0
+
+
+def test_medsg_numbering(make_ctx, tmp_path, items):
+    """MedSG-Bench's own task numbers and spellings; other tasks follow from Task9."""
+    box = {"options": (), "answer": "", "answer_bbox": (4.0, 5.0, 20.0, 25.0), "gt": "x"}
+    medsg = [
+        make_item(10, task="Non_Registered_Diff", **box),
+        make_item(11, task="registered diff", **box),
+        make_item(12, task="referring", **box),
+    ]
+    stats = EXPORTERS.get("medsg")(make_ctx([*medsg, *items]), tmp_path)
+    index = stats["tasks"]
+    assert index["Task1"] == {"task": "Registered_Diff", "name": "registered diff", "items": 1}
+    assert index["Task2"]["task"] == index["Task2"]["name"] == "Non_Registered_Diff"
+    assert index["Task8"] == {"task": "referring", "name": "referring", "items": 1}
+    assert [k for k in index if int(k[4:]) > 8] == ["Task9", "Task10", "Task11"]
+    assert [index[k]["task"] for k in ("Task9", "Task10", "Task11")] == [
+        "grounding",
+        "lesion_type",
+        "organ",
+    ]
+    recs = json.loads((tmp_path / "Task1.json").read_text())
+    assert recs[0]["task"] == "Registered_Diff" and recs[0]["images"][0].startswith("Task1/")
+
+
+def test_medsg_refuses_two_tasks_for_one_number(make_ctx, tmp_path):
+    from medvqa_build.errors import UsageError
+
+    box = {"options": (), "answer": "", "answer_bbox": (4.0, 5.0, 20.0, 25.0), "gt": "x"}
+    two = [make_item(0, task="patch", **box), make_item(1, task="Patch", **box)]
+    with pytest.raises(UsageError, match="Task6"):
+        EXPORTERS.get("medsg")(make_ctx(two), tmp_path)
+
+
 def test_medsg_and_spinebench(make_ctx, tmp_path, items):
     EXPORTERS.get("medsg")(make_ctx(items), tmp_path / "medsg")
     index = json.loads((tmp_path / "medsg/tasks.json").read_text())
-    n = next(k for k, v in index.items() if v["task"] == "Grounding")
+    n = next(k for k, v in index.items() if v["name"] == "Grounding")
     recs = json.loads((tmp_path / f"medsg/{n}.json").read_text())
     assert recs[0]["answer"] == [4, 5, 20, 25] and recs[0]["size"] == [50, 30]
     assert all(

@@ -10,13 +10,13 @@ from medvqa_build.negatives import (
 )
 from medvqa_build.ontology import Ontology
 
-CLASSES = ["polyp", "adenomatous polyp", "ulcer", "ulcer_twin", "bleeding", "normal", "esophagitis"]
+CLASSES = ["polyp", "adenomatous polyp", "ulcer", "erosion", "bleeding", "normal", "esophagitis"]
 ONTO = Ontology.from_mapping({"parents": {"adenomatous polyp": "polyp"}})
 
 
 @pytest.fixture(scope="module")
 def data(synth):
-    return synth.clustered_embeddings(CLASSES, per_class=12, twins=[("ulcer", "ulcer_twin")])
+    return synth.clustered_embeddings(CLASSES, per_class=12, twins=[("ulcer", "erosion")])
 
 
 def fitted(name, data, **params):
@@ -67,7 +67,7 @@ def test_hard_negative_is_the_look_alike(name, data):
     for sample, truth in zip(samples, labels, strict=True):
         if truth == "ulcer":
             neg = sampler.sample(request_for(sample, truth, n=2), np.random.default_rng(0))
-            assert neg.candidates == ("ulcer_twin",)
+            assert neg.candidates == ("erosion",)
             assert neg.pool_size >= 4
 
 
@@ -116,7 +116,7 @@ def test_request_embedding_for_unfitted_query(data, synth):
     with pytest.raises(ValueError, match="no embedding"):
         sampler.sample(OptionRequest("ulcer", (), 3, sample=outsider), np.random.default_rng(0))
     req = OptionRequest("ulcer", (), 2, sample=outsider, embedding=emb[labels.index("ulcer")])
-    assert sampler.sample(req, np.random.default_rng(0)).candidates == ("ulcer_twin",)
+    assert sampler.sample(req, np.random.default_rng(0)).candidates == ("erosion",)
 
 
 def test_visual_neighbor_widens_search_and_skips_group(data):
@@ -195,3 +195,20 @@ def _outcome(sampler, req):
     except NotEnoughOptions as exc:  # a tight cluster's probed cells may hold too few labels
         return str(exc)
     return neg.candidates, neg.scores, neg.pool_size
+
+
+@pytest.mark.parametrize("name", ["label_pool", "visual_class", "visual_neighbor"])
+def test_no_option_text_inside_another(name, data):
+    """The samplers never return a distractor whose text contains (or lies inside) the truth,
+    a mandatory option or another distractor ("cut" / "cutting between ...")."""
+    from medvqa_build.vocab import nested_options
+
+    samples, emb, labels = data
+    nested = ["cut", "cutting between the prostate and the urethra", "cutting the bladder neck"]
+    names = [nested[k % 3] if lab in ("ulcer", "erosion") else lab for k, lab in enumerate(labels)]
+    sampler = SAMPLERS.get(name)().fit(samples, emb, names)
+    pool = tuple(dict.fromkeys(names))
+    for k, (sample, truth) in enumerate(zip(samples, names, strict=True)):
+        req = OptionRequest(truth=truth, pool=pool, n_options=4, sample=sample, ontology=ONTO)
+        neg = sampler.sample(req, np.random.default_rng(k))
+        assert nested_options([truth, *neg.candidates]) == [], (truth, neg.candidates)

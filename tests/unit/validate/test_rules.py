@@ -276,3 +276,17 @@ def test_image_size_cache_one_entry_an_image_and_bounded(tmp_path, monkeypatch):
     for i in range(10):
         assert ctx.image_size(f"img{i}.png", decode=True) == (64, 48)
         assert len(ctx._sizes) <= 4
+
+
+def test_nested_option_texts_are_caught(world):
+    """'cut' inside 'cutting between ...': VLMEvalKit's text matching would take a reply of the
+    longer option for both, so the rule names the pair."""
+    items = list(world[0])
+    it = items[1]
+    options = list(it.options)
+    j = next(k for k, o in enumerate(options) if o != it.gt)
+    options[j] = f"{it.gt} grade two"
+    items[1] = it.replace(options=tuple(options))
+    problems = [p for p in _run(world, items) if p.check == "options-apart"]
+    assert [p.item_id for p in problems] == [it.item_id]
+    assert repr(it.gt) in problems[0].message and "grade two" in problems[0].message
