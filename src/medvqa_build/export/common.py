@@ -39,6 +39,24 @@ def multi_select_tasks(items: Iterable[Item]) -> set[str]:
     return {task for task, answer in pairs if "," in (answer or "")}
 
 
+def standalone_source(module: str, values: dict[str, object]) -> str:
+    """The text of the standalone module ``module`` (a file beside this one, shipped inside
+    an export) with each top-level ``NAME = <default>`` line of ``values`` set to its value:
+    a frozenset or tuple of strings, written sorted."""
+    text = (Path(__file__).parent / module).read_text(encoding="utf-8")
+    for name, value in values.items():
+        line = re.search(rf"^{name} = .*$", text, flags=re.M)
+        if line is None:
+            raise RuntimeError(f"{module} lost its {name} line")
+        items = ", ".join(json.dumps(v) for v in sorted(value))
+        if isinstance(value, frozenset | set):
+            literal = f"frozenset({{{items}}})" if items else "frozenset()"
+        else:
+            literal = f"({items},)" if len(value) == 1 else f"({items})"
+        text = text[: line.start()] + f"{name} = {literal}" + text[line.end() :]
+    return text
+
+
 def slug(text: str) -> str:
     """A config / file name for a task name: ``"Region Recognition"`` -> ``region_recognition``."""
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "task"

@@ -19,7 +19,14 @@ from pathlib import Path
 
 from ..store.atomic import write_atomic
 from .base import EXPORTERS, ExportContext
-from .common import check_export_name, is_grounding, is_mcq, multi_select_tasks, slug
+from .common import (
+    check_export_name,
+    is_grounding,
+    is_mcq,
+    multi_select_tasks,
+    slug,
+    standalone_source,
+)
 
 MCQ_POST = "\nAnswer with the option's letter from the given choices directly."
 BOX_POST = "\nAnswer with the bounding box of the target as [x1, y1, x2, y2] in pixels."
@@ -88,16 +95,6 @@ def export_lmms(ctx: ExportContext, out: Path) -> dict:
             fname = f"{slug(name)}_{kind}.yaml"
             write_atomic(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
             written.append(fname)
-    write_atomic(out / "utils.py", utils_source(multi))
+    utils = standalone_source("lmms_utils.py", {"MULTI_SELECT_TASKS": frozenset(multi)})
+    write_atomic(out / "utils.py", utils)
     return {"tasks": written, "multi_select_tasks": sorted(multi)}
-
-
-def utils_source(multi_select_tasks: set[str]) -> str:
-    """:mod:`.lmms_utils` with ``MULTI_SELECT_TASKS`` set to the build's multi-select tasks."""
-    text = (Path(__file__).parent / "lmms_utils.py").read_text(encoding="utf-8")
-    blank = "MULTI_SELECT_TASKS = frozenset()\n"
-    if blank not in text:
-        raise RuntimeError("lmms_utils.py lost its MULTI_SELECT_TASKS line")
-    names = ", ".join(json.dumps(t) for t in sorted(multi_select_tasks))
-    value = f"frozenset({{{names}}})" if names else "frozenset()"
-    return text.replace(blank, f"MULTI_SELECT_TASKS = {value}\n")

@@ -11,7 +11,9 @@ Written for VLMEvalKit's reader (``pd.read_csv(sep="\\t")`` with defaults, ``Ima
 * option and text cells that pandas would read as NaN, numbers or booleans are quoted
   (:mod:`.tsv_text`), so the prompt shows exactly the recipe's text;
 * an empty ``category`` (which crashes VLMEvalKit's accuracy report) is replaced by the task;
-* ``circular: true`` adds rotated copies with ``index = g_index + k * 1_000_000``.
+* ``circular: true`` adds rotated copies with ``index = g_index + k * 1_000_000``;
+* with multi-select items (answer ``A,C``), ``medvqa_vlmeval.py`` (:mod:`.vlmeval_dataset`):
+  a dataset class that scores them by letter sets, where stock VLMEvalKit counts a miss.
 """
 
 from __future__ import annotations
@@ -32,11 +34,12 @@ from ..records import Item
 from ..store.atomic import AtomicFile, write_atomic
 from ..vocab import LETTERS, answer_letters
 from .base import EXPORTERS, ExportContext
-from .common import check_export_name, is_mcq, require_items
+from .common import check_export_name, is_mcq, multi_select_tasks, require_items, standalone_source
 from .tsv_text import TypedColumns
 
 log = logging.getLogger(__name__)
 CIRCULAR_STEP = 1_000_000
+DATASET_MODULE = "medvqa_vlmeval.py"  # the dataset class for multi-select items
 TEXT_COLUMNS = ("question", "category", "l2-category", "task", "subtask", "scene", "dataset", "gt")
 
 
@@ -272,6 +275,10 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
     md5, rewritten = _write_parts(items, parts, names, images, ctx, n_opt, circular, out)
     md5 = {n: md5[n] for n in names}
     write_atomic(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
+    multi = multi_select_tasks(ctx.items)
+    if multi:  # stock VLMEvalKit scores "A,C" as a miss: ship a dataset class that does not
+        values = {"DATASETS": tuple(n[: -len(".tsv")] for n in names), "MULTI_SELECT_TASKS": multi}
+        write_atomic(out / DATASET_MODULE, standalone_source("vlmeval_dataset.py", values))
     if rewritten:
         log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
     return {
@@ -281,6 +288,7 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
         "md5": md5,
         "left_out_not_mcq": total - kept,
         "quoted_cells": rewritten,
+        "multi_select_tasks": sorted(multi),
     }
 
 

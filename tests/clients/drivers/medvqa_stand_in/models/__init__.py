@@ -1,0 +1,1 @@
+AVAILABLE_MODELS = {"medvqa_stand_in": "StandIn"}
