@@ -96,3 +96,31 @@ def test_grounding_items_left_out(make_ctx, tmp_path):
     items = [make_item(0), make_item(1, options=(), answer="", answer_bbox=(1, 2, 10, 12))]
     stats = EXPORTERS.get("vlmeval")(make_ctx(items), tmp_path)
     assert stats["rows"] == 1 and stats["left_out_not_mcq"] == 1
+
+
+def test_multi_select_ships_a_dataset_class(make_ctx, tmp_path):
+    """A build with a multi-letter answer gets medvqa_vlmeval.py naming its TSV and tasks;
+    its letter-set scoring (importable without VLMEvalKit) reads every letter."""
+    import importlib.util
+
+    multi = make_item(
+        9, options=("L1/L2", "L2/L3", "L3/L4", "L4/L5", "L5/S1"), answer="A,C", task="Levels"
+    )
+    stats = EXPORTERS.get("vlmeval")(make_ctx([make_item(0), multi]), tmp_path)
+    assert stats["multi_select_tasks"] == ["Levels"]
+    spec = importlib.util.spec_from_file_location("medvqa_vlmeval", tmp_path / "medvqa_vlmeval.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.DATASETS == ("Bench_Test",)
+    assert sorted(module.MULTI_SELECT_TASKS) == ["Levels"]
+    assert module.parse_letters("A and C", 5) == ["A", "C"]
+    assert module.set_scores(["A", "C"], ["A", "C"])["hit"] == 1
+    assert module.set_scores(["A"], ["A", "C"]) == {
+        "hit": 0,
+        "precision": 1.0,
+        "recall": 0.5,
+        "f1": pytest.approx(2 / 3),
+    }
+    # a single-answer build gets no class: stock VLMEvalKit scores it as it is
+    EXPORTERS.get("vlmeval")(make_ctx([make_item(0)]), tmp_path / "single")
+    assert not (tmp_path / "single" / "medvqa_vlmeval.py").exists()
