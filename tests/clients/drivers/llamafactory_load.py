@@ -14,7 +14,7 @@ import string
 import sys
 from pathlib import Path
 
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import (
     PreTrainedTokenizerFast,
     Qwen2VLImageProcessor,
@@ -33,6 +33,7 @@ def stand_in(folder: Path) -> Path:
         vocab.setdefault(ch, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+    tok.decoder = decoders.Fuse()  # characters back into the text
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="[UNK]", eos_token="<|im_end|>", pad_token="<|endoftext|>"
     )
