@@ -5,6 +5,10 @@ One ``<image>`` placeholder per image, at the start of the human turn, in image 
 MCQ answers are ``"B. polyp"`` (or only the letter with ``answer: letter``); box answers are
 written in the recipe's ``convention`` (``abs``, ``norm1000``, ``norm1``, or ``qwen``:
 ``<|object_ref_start|>gt<|object_ref_end|><|box_start|>(x1,y1),(x2,y2)<|box_end|>``).
+
+``file_name`` and the image paths are relative to the export folder, which is what
+LLaMA-Factory resolves them against when its ``dataset_dir`` (and so ``media_dir``) is that
+folder (docs/exports.md).
 """
 
 from __future__ import annotations
