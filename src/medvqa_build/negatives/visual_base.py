@@ -129,17 +129,19 @@ def choose_top(
     what: str,
 ) -> Negatives:
     """Mandatory options first, then the ``need`` highest-scoring allowed classes (ties by
-    name), none whose text contains another option's; scores are aligned with candidates,
-    NaN where a mandatory option has no score."""
+    name), none whose text contains another option's unless every allowed class is shown;
+    scores are aligned with candidates, NaN where a mandatory option has no score."""
     mandatory = request.mandatory_distractors()
     need = request.distractors_needed()
-    allowed = unnested([request.truth, *mandatory], allowed_classes(request, sorted(class_scores)))
+    allowed = allowed_classes(request, sorted(class_scores))
     if need < 0 or len(allowed) < need:
         raise not_enough(request, len(allowed), need, what)
-    # the best-scoring classes, skipping one whose text contains (or is inside) one taken
-    ranked = first_apart(sorted(allowed, key=lambda c: (-class_scores[c], c)), need)
-    if len(ranked) < need:
-        raise not_enough(request, len(ranked), need, what + " whose texts do not nest")
+    ranked = sorted(allowed, key=lambda c: (-class_scores[c], c))
+    if len(allowed) > need:  # a choice: skip a class whose text nests with an option taken
+        ranked = first_apart(unnested([request.truth, *mandatory], ranked), need)
+        if len(ranked) < need:
+            raise not_enough(request, len(ranked), need, what + " whose texts do not nest")
+    ranked = ranked[:need]
     scores = [float(class_scores.get(m, np.nan)) for m in mandatory]
     scores += [float(class_scores[c]) for c in ranked]
     return Negatives(

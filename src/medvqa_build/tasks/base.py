@@ -20,7 +20,7 @@ from ..records import DrawnShape, Item, Region, Sample
 from ..registry import Registry
 from ..render import COORD_HINTS, RENDERERS
 from ..store.atomic import write_atomic
-from ..vocab import LETTERS, nested_options
+from ..vocab import LETTERS
 
 if TYPE_CHECKING:
     from ..manifest import SourceManifest
@@ -30,16 +30,6 @@ if TYPE_CHECKING:
 
 class ItemProblem(Exception):
     """A candidate that cannot become a valid item (reported as dropped, with this reason)."""
-
-
-def refuse_nested(options: Sequence[str]) -> None:
-    """ItemProblem when one option's text lies inside another's (``"cut"`` in ``"cutting
-    between ..."``): a reply naming the longer one would match both in VLMEvalKit. The
-    samplers avoid such sets; this catches what a fixed or mandatory option brings."""
-    pairs = nested_options(options)
-    if pairs:
-        inner, outer = pairs[0]
-        raise ItemProblem(f"option {inner!r} lies inside option {outer!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +201,6 @@ class TaskGenerator(ABC):
             ontology=ctx.ontologies.get(source, Ontology()),
         )
         negatives = ctx.sampler.sample(request, ctx.rng)
-        refuse_nested([cand.truth, *negatives.candidates])
         slot = ctx.slots.next(spec.name, spec.n_options)
         options, pos = place_answer(cand.truth, negatives.candidates, slot, ctx.rng)
         color = "red"

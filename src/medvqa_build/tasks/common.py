@@ -13,7 +13,7 @@ from ..ontology import Ontology
 from ..records import Item, Negatives
 from ..render import sample_distractor_boxes
 from ..vocab import LETTERS
-from .base import Candidate, GenContext, ItemProblem, TaskGenerator, refuse_nested
+from .base import Candidate, GenContext, ItemProblem, TaskGenerator
 
 YES, NO = "Yes", "No"
 
@@ -49,7 +49,6 @@ def choice_item(
     folded = [d.casefold() for d in distractors]
     if truth.casefold() in folded or len(set(folded)) != len(folded):
         raise ItemProblem(f"options are not distinct: {[truth, *distractors]}")
-    refuse_nested([truth, *distractors])
     n = len(distractors) + 1
     slot = ctx.slots.next(ctx.spec.name, n)
     options, pos = place_answer(truth, distractors, slot, ctx.rng)

@@ -11,7 +11,7 @@ from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import Item, Sample
 from ..vocab import LETTERS
-from .base import TASKS, Candidate, GenContext, TaskGenerator, refuse_nested
+from .base import TASKS, Candidate, GenContext, TaskGenerator
 
 # SpineBench appendix Table 5, MeSH-style spelling (left/right merged, misspellings fixed)
 SPINEBENCH_DISEASES = (
@@ -81,7 +81,6 @@ class SpineDiagnosis(TaskGenerator):
             ontology=onto,
         )
         negatives = ctx.sampler.sample(request, ctx.rng)
-        refuse_nested([cand.truth, *negatives.candidates])
         slot = ctx.slots.next(spec.name, spec.n_options)
         options, pos = place_answer(cand.truth, negatives.candidates, slot, ctx.rng)
         k = int(ctx.rng.integers(len(self.templates)))

@@ -212,3 +212,18 @@ def test_no_option_text_inside_another(name, data):
         req = OptionRequest(truth=truth, pool=pool, n_options=4, sample=sample, ontology=ONTO)
         neg = sampler.sample(req, np.random.default_rng(k))
         assert nested_options([truth, *neg.candidates]) == [], (truth, neg.candidates)
+
+
+def test_whole_label_set_may_nest():
+    """When every allowed label is an option (EndoBench's six ulcerative-colitis grades), the
+    set is the recipe's own and is kept, nested texts and all; with a choice it is avoided."""
+    grades = [f"ulcerative colitis grade {g}" for g in ("0-1", "1", "1-2", "2", "2-3", "3")]
+    sampler = SAMPLERS.get("label_pool")()
+    whole = OptionRequest(truth=grades[1], pool=tuple(grades), n_options=6)
+    neg = sampler.sample(whole, np.random.default_rng(0))
+    assert sorted(neg.candidates) == sorted(g for g in grades if g != grades[1])
+    assert neg.pool_size == len(neg.candidates)  # the options-apart rule exempts it
+    some = OptionRequest(truth=grades[1], pool=tuple(grades), n_options=3)
+    for seed in range(10):
+        picked = sampler.sample(some, np.random.default_rng(seed)).candidates
+        assert "ulcerative colitis grade 1-2" not in picked

@@ -280,13 +280,21 @@ def test_image_size_cache_one_entry_an_image_and_bounded(tmp_path, monkeypatch):
 
 def test_nested_option_texts_are_caught(world):
     """'cut' inside 'cutting between ...': VLMEvalKit's text matching would take a reply of the
-    longer option for both, so the rule names the pair."""
+    longer option for both, so the rule names the pair where the distractors were chosen from
+    a larger pool, and lets a set the recipe fixes whole pass."""
+    from medvqa_build.records import Negatives
+
     items = list(world[0])
     it = items[1]
     options = list(it.options)
     j = next(k for k, o in enumerate(options) if o != it.gt)
     options[j] = f"{it.gt} grade two"
-    items[1] = it.replace(options=tuple(options))
+    others = tuple(o for o in options if o != it.gt)
+    chosen = Negatives(strategy="label_pool", candidates=others, pool_size=10)
+    items[1] = it.replace(options=tuple(options), negatives=chosen)
     problems = [p for p in _run(world, items) if p.check == "options-apart"]
     assert [p.item_id for p in problems] == [it.item_id]
     assert repr(it.gt) in problems[0].message and "grade two" in problems[0].message
+    whole = Negatives(strategy="label_pool", candidates=others, pool_size=len(others))
+    items[1] = items[1].replace(negatives=whole)
+    assert not [p for p in _run(world, items) if p.check == "options-apart"]
