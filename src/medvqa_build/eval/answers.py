@@ -82,7 +82,8 @@ def vlmeval_choice(text: str, options: Sequence[str]) -> str | None:
 
 def lmms_choice(text: str, options: Sequence[str]) -> str | None:
     """The letter the exported lmms-eval task reads (its own code), or ``None``."""
-    return _lmms_parse_letters(text, len(options)) or None
+    letters = _lmms_parse_letters(text, len(options))  # single-answer: the first letter
+    return letters[0] if letters else None
 
 
 def _strip_label(text: str) -> str:
