@@ -75,10 +75,12 @@ def _recipe(tmp_path: Path) -> Path:
 
 
 def test_a_recipe_cannot_name_them_before_they_are_registered(tmp_path):
+    text = _recipe(tmp_path).read_text()
+    assert "prompt_level: bold_box" in text and "- jsonl\n" in text
+    (tmp_path / "fmt.yaml").write_text(text.replace("prompt_level: bold_box", "prompt_level: box"))
     with pytest.raises(RecipeError, match=r"unknown format\(s\) \['jsonl'\]"):
-        load_recipe(_recipe(tmp_path))
-    text = _recipe(tmp_path).read_text().replace("- jsonl\n", "")
-    (tmp_path / "bold.yaml").write_text(text)
+        load_recipe(tmp_path / "fmt.yaml")
+    (tmp_path / "bold.yaml").write_text(text.replace("- jsonl\n", ""))
     with pytest.raises(RecipeError, match="tasks.0.prompt_level='bold_box': unknown prompt"):
         load_recipe(tmp_path / "bold.yaml")
 
