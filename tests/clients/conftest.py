@@ -22,6 +22,7 @@ import yaml
 
 from medvqa_build.cli import main
 
+from ..e2e.test_endobench_recipe import synthetic_endobench_data
 from ..fixtures.sources import brats, buu_lspine, csxa, msd, rsna_lumbar, vindr_spinexr
 
 DRIVERS = Path(__file__).parent / "drivers"
@@ -67,6 +68,17 @@ def demo_build(tmp_path_factory) -> Path:
     """The demo recipe as shipped (280 items), with every client's format."""
     tmp = tmp_path_factory.mktemp("client-demo")
     recipe = yaml.safe_load((Path(__file__).parents[2] / "recipes" / "demo.yaml").read_text())
+    out = tmp / "build"
+    recipe["export"]["formats"] = ["hf", "vlmeval", "lmms-eval", "sharegpt"]
+    recipe["export"]["options"] = _lmms_options(out)
+    return _build(recipe, out, tmp)
+
+
+@pytest.fixture(scope="session")
+def endobench_build(tmp_path_factory) -> Path:
+    """The EndoBench recipe (12 tasks, 5 prompt levels) fed by the synthetic source."""
+    tmp = tmp_path_factory.mktemp("client-endobench")
+    recipe = synthetic_endobench_data(Path(__file__).parents[2])
     out = tmp / "build"
     recipe["export"]["formats"] = ["hf", "vlmeval", "lmms-eval", "sharegpt"]
     recipe["export"]["options"] = _lmms_options(out)

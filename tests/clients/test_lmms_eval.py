@@ -66,7 +66,7 @@ def near(value: float, expected: float, n: int) -> bool:
     return abs(value - expected) <= 4 * math.sqrt(expected * (1 - expected) / n) + 0.02
 
 
-@pytest.mark.parametrize("build_name", ["demo_build", "spine_build"])
+@pytest.mark.parametrize("build_name", ["demo_build", "endobench_build", "spine_build"])
 def test_mcq_oracle_and_random(lmms_python, build_name, request, tmp_path):
     build = request.getfixturevalue(build_name)
     task = next(p.stem for p in (build / "lmms-eval").glob("*_mcq.yaml"))

@@ -47,6 +47,16 @@ def test_demo_oracle_random_and_option_text(vlmeval_python, demo_build, tmp_path
     assert near(random["Overall"], chance(rows), len(rows)), (random, chance(rows))
 
 
+def test_endobench_oracle_and_random(vlmeval_python, endobench_build, tmp_path):
+    """Stock VLMEvalKit on the EndoBench replica build: the oracle scores 100 %, a random
+    reply lands within two standard errors of chance."""
+    rows = [r for r in items_of(endobench_build) if r["options"]]
+    oracle = score(vlmeval_python, endobench_build, "oracle", tmp_path / "o")
+    assert oracle["Overall"] == 1.0
+    random = score(vlmeval_python, endobench_build, "random", tmp_path / "r")
+    assert near(random["Overall"], chance(rows), len(rows)), (random, chance(rows))
+
+
 def test_multi_select_with_the_shipped_class(vlmeval_python, spine_build, tmp_path):
     rows = [r for r in items_of(spine_build) if r["options"]]
     assert any("," in r["answer"] for r in rows)

@@ -82,6 +82,11 @@ FRAME_GENERATORS = {
 
 
 def synthetic_endobench(repo) -> Recipe:
+    return Recipe.from_dict(synthetic_endobench_data(repo))
+
+
+def synthetic_endobench_data(repo) -> dict:
+    """The EndoBench recipe, every task fed by the synthetic source, as a recipe dict."""
     data = yaml.safe_load((repo / "recipes" / "endobench.yaml").read_text())
     data["sources"] = [
         {
@@ -96,7 +101,7 @@ def synthetic_endobench(repo) -> Recipe:
         task["params"] = SYNTHETIC_PARAMS.get(gen, task.get("params", {}))
         task["where"] = {"modality": "laparoscopy" if gen in FRAME_GENERATORS else "endoscopy"}
     data["export"] = {"name": "EndoBench_synthetic", "formats": ["vlmeval"]}
-    return Recipe.from_dict(data)
+    return data
 
 
 @pytest.fixture(scope="module")
