@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from medvqa_build.api import score
+
 from .conftest import DRIVERS, client_python, items_of, run_quiet
 
 pytestmark = [pytest.mark.client, pytest.mark.slow]
@@ -37,6 +39,7 @@ def run_lmms(python: str, build: Path, task: str, mode: str, out: Path) -> tuple
     cmd = [python, "-m", "lmms_eval", "--model", "medvqa_stand_in"]
     cmd += ["--model_args", f"mode={mode},seed=0", "--tasks", task, "--batch_size", "1"]
     cmd += ["--include_path", str(build / "lmms-eval"), "--output_path", str(out)]
+    cmd += ["--log_samples"]
     proc = run_quiet(cmd, env=env, timeout=900)
     found = sorted(out.rglob("*_results.json"))
     if proc.returncode != 0 or not found:
@@ -76,6 +79,10 @@ def test_mcq_oracle_and_random(lmms_python, build_name, request, tmp_path):
     assert oracle == {"accuracy": 1.0, "precision": 1.0, "recall": 1.0, "f1": 1.0}
     random, _ = run_lmms(lmms_python, build, task, "random", tmp_path / "random")
     assert near(random["accuracy"], chance(rows), n), (random, chance(rows))
+    if build_name != "spine_build":  # single-choice: `score` agrees with lmms-eval exactly
+        (samples,) = sorted((tmp_path / "random").rglob("*_samples_*.jsonl"))
+        ours = score(build, samples, tmp_path / "ours")["single_choice"]["all"]
+        assert ours["n"] == n and ours["accuracy"] == pytest.approx(random["accuracy"])
 
 
 def test_multi_select_scored_as_sets(lmms_python, spine_build):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from medvqa_build.api import score as medvqa_score
+
 from .conftest import client_python, items_of, run_driver
 from .test_lmms_eval import chance, near
 
@@ -45,6 +47,11 @@ def test_demo_oracle_random_and_option_text(vlmeval_python, demo_build, tmp_path
     assert text["Overall"] == 1.0
     random = score(vlmeval_python, demo_build, "random", tmp_path / "r")
     assert near(random["Overall"], chance(rows), len(rows)), (random, chance(rows))
+    # `medvqa-build score` reads VLMEvalKit's own prediction file to the same accuracy
+    (tsv,) = (demo_build / "vlmeval").glob("*.tsv")
+    xlsx = tmp_path / "r" / f"StandIn_random_{tsv.stem}.xlsx"  # the model's prediction file
+    ours = medvqa_score(demo_build, xlsx, tmp_path / "ours")["single_choice"]["all"]
+    assert ours["n"] == len(rows) and ours["accuracy"] == pytest.approx(random["Overall"])
 
 
 def test_endobench_oracle_and_random(vlmeval_python, endobench_build, tmp_path):

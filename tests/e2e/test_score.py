@@ -154,6 +154,26 @@ def test_lmms_eval_samples_agree_with_the_tasks_own_scoring(demo, tmp_path):
     assert agree["agree"] == agree["n"] == len(lines)
 
 
+def test_lmms_eval_07_samples_without_doc_are_read_by_doc_id(demo, tmp_path):
+    """lmms-eval 0.7 logs no ``doc``: a sample is named by ``doc_id``, its position among the
+    task's docs (the test split's multiple-choice items in export order). The ``target`` each
+    line carries must be that item's answer, so a shifted file is refused, not misscored."""
+    items = [i for i in _items(demo) if i.options]
+    rng = random.Random(4)
+    replies = [rng.choice("ABCD"[: len(i.options)]) for i in items]
+    lines = [
+        {"doc_id": n, "target": i.answer, "filtered_resps": r, "input": i.question}
+        for n, (i, r) in enumerate(zip(items, replies, strict=True))
+    ]
+    path = _jsonl(tmp_path / "20261205_samples_medvqa_demo_mcq.jsonl", lines)
+    result = _score(demo, path, out=tmp_path / "s")["single_choice"]["all"]
+    expected = sum(r == i.answer for i, r in zip(items, replies, strict=True)) / len(items)
+    assert result["n"] == len(items) and result["accuracy"] == pytest.approx(expected)
+    shifted = [{**line, "doc_id": line["doc_id"] + 1} for line in lines[:-1]]
+    bad = _jsonl(tmp_path / "20261205_samples_medvqa_demo_mcq_shifted.jsonl", shifted)
+    assert main(["score", str(demo), str(bad), "-o", str(tmp_path / "b")]) == 2
+
+
 def test_bad_files_exit_2_with_one_line(demo, tmp_path, capsys):
     items = [i for i in _items(demo) if i.options]
     cases = {

@@ -2,8 +2,11 @@
 
 * VLMEvalKit's result file (``<model>_<data>.xlsx`` or ``.csv``): ``index`` + ``prediction``,
   plus the TSV's own columns (``answer``, ``question``), which tell a file for another build.
-* lmms-eval's ``--log_samples`` JSONL: a line per doc with ``doc_id``, ``doc`` (the HF row less
-  its images, so ``item_id`` and ``answer``), ``target``, ``resps`` and ``filtered_resps``.
+* lmms-eval's ``--log_samples`` JSONL (``<time>_samples_<task>.jsonl``): a line per doc with
+  ``doc_id``, ``target``, ``filtered_resps`` and, in older releases, ``doc`` (the HF row less its
+  images, so ``item_id``). Without ``doc`` (lmms-eval 0.7), ``doc_id`` is the doc's position in
+  the task's split: the build's ``test`` items in export order, multiple-choice ones for a
+  ``*_mcq`` task and box answers for a ``*_grounding`` task.
 * A plain JSONL or CSV: ``item_id`` (optionally ``rotation``) or ``index``, and ``prediction``;
   a ``build_fingerprint`` column or key, when present, must be the build's.
 
@@ -178,26 +181,35 @@ def _read_jsonl(path: Path) -> PredictionFile:
                     fix="one kind of prediction per file",
                 )
             client = kind
-            rows.append(_lmms_row(rec, where) if kind == "lmms-eval" else _plain_row(rec, where))
+            rows.append(
+                _lmms_row(rec, where, _lmms_kind(path))
+                if kind == "lmms-eval"
+                else _plain_row(rec, where)
+            )
     return PredictionFile(path, client or "plain", rows)
 
 
-def _lmms_row(rec: dict, where: str) -> PredictionRow:
+def _lmms_kind(path: Path) -> str:
+    """Which of the exported tasks wrote a samples file, from its name (``..._grounding``)."""
+    return "lmms-grounding" if path.stem.endswith("_grounding") else "lmms-mcq"
+
+
+def _lmms_row(rec: dict, where: str, kind: str) -> PredictionRow:
     doc = rec.get("doc") or {}
     text = _first_string(rec.get("filtered_resps"))
     if text is None:
         text = _first_string(rec.get("resps")) or ""
-    if not doc.get("item_id"):
-        raise UsageError(
-            "an lmms-eval sample's doc has no item_id",
-            where=where,
-            fix="run the lmms-eval task this build exports (its docs carry item_id)",
-        )
-    carried = {"answer": doc["answer"]} if isinstance(doc.get("answer"), str) else {}
+    carried: dict[str, Any] = {}
     for metric in ("accuracy", "iou"):
         if isinstance(rec.get(metric), int | float):
             carried[f"client_{metric}"] = float(rec[metric])
-    return PredictionRow(str(doc["item_id"]), "item_id", 0, text, where, carried)
+    if doc.get("item_id"):
+        if isinstance(doc.get("answer"), str):
+            carried["answer"] = doc["answer"]
+        return PredictionRow(str(doc["item_id"]), "item_id", 0, text, where, carried)
+    if kind == "lmms-mcq" and isinstance(rec.get("target"), str):
+        carried["answer"] = rec["target"]  # the answer letter(s): tells a file of another build
+    return PredictionRow(_int(rec["doc_id"], where, "doc_id"), kind, 0, text, where, carried)
 
 
 def _plain_row(rec: dict, where: str) -> PredictionRow:

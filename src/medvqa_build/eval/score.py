@@ -71,7 +71,12 @@ class BuildEntries:
         self.entries: list[Entry] = []
         digest = hashlib.sha256()
         index = 0
+        docs = {"lmms-mcq": 0, "lmms-grounding": 0}  # lmms-eval doc ids: the test split's docs
+        self.by_doc: dict[tuple[str, int], Entry] = {}
         for item in items:
+            doc = None
+            if (item.split or "test") == "test":
+                doc = "lmms-mcq" if item.options else "lmms-grounding"
             if item.options:
                 kind, at = ("multi" if item.task in multi_tasks else "single"), index
                 index += 1
@@ -81,7 +86,7 @@ class BuildEntries:
                 continue
             groups = tuple((g, str(getattr(item, g) or "-")) for g in GROUPS)
             self.entries.append(
-                Entry(
+                entry := Entry(
                     item.item_id,
                     at,
                     kind,
@@ -95,6 +100,9 @@ class BuildEntries:
                     groups,
                 )
             )
+            if doc is not None:
+                self.by_doc[(doc, docs[doc])] = entry
+                docs[doc] += 1
             digest.update(
                 "\x1f".join(
                     [item.item_id, *item.options, item.answer, str(item.answer_bbox)]
@@ -115,7 +123,12 @@ def build_fingerprint(items: Iterable[Item]) -> str:
 
 
 def _entry_of(build: BuildEntries, row: PredictionRow) -> Entry | None:
-    entry = build.by_id.get(row.key) if row.by == "item_id" else build.by_index.get(row.key)
+    if row.by == "item_id":
+        entry = build.by_id.get(row.key)
+    elif row.by == "index":
+        entry = build.by_index.get(row.key)
+    else:  # an lmms-eval doc id of the mcq or grounding task
+        entry = build.by_doc.get((row.by, row.key))
     if entry is None or not 0 <= row.rotation < entry.rotations:
         return None
     return entry
@@ -172,7 +185,7 @@ def match(build: BuildEntries, files: Sequence[PredictionFile]) -> dict:
             matched[key] = (row, found)
     if unknown:
         first = unknown[0]
-        what = "item id" if first.by == "item_id" else "index"
+        what = {"item_id": "item id", "index": "index"}.get(first.by, "lmms-eval doc_id")
         raise UsageError(
             f"{len(unknown)} prediction(s) name items this build does not have (first: "
             f"{what} {first.key!r}, rotation {first.rotation})",
