@@ -162,24 +162,21 @@ def test_demo_is_near_chance_and_its_exports_do_not_change(demo):
     assert "## Text-only (blind) audit" not in (plain / "hf" / "README.md").read_text()
 
 
-def test_endobench_replica_is_near_chance_but_its_region_recognition(tmp_path, request):
+def test_endobench_replica_is_near_chance_in_every_task(tmp_path, request):
+    """Every EndoBench task of the replica stays near chance without the image. Region
+    Recognition once did not: its distractors came from a 16-name vocabulary while its answers
+    were the few findings the source has, so the option recurring most across items was usually
+    right (65-70 %). The vocabulary now fills only a source with fewer findings than options."""
     recipe = synthetic_endobench(request.config.rootpath)
     recipe = recipe.model_copy(update={"blind": BlindSpec()})
-    with pytest.raises(ValidationFailed, match="1 validation problem"):
-        build(recipe, tmp_path, progress=False)
-    report = json.loads((tmp_path / "report.json").read_text())
-    rows = _rows(report)
+    result = build(recipe, tmp_path, progress=False)
+    rows = _rows(json.loads((tmp_path / "report.json").read_text()))
     assert len(rows) == 12
-    for task, row in rows.items():
-        if task != "Region Recognition":
-            assert not row["flagged"], row
-            assert row["accuracy"] <= row["chance"] + MARGIN, row
-    # the shortcut found: distractors come from a 16-name vocabulary, the answers only from
-    # the few findings synthetic-endo draws, so the most frequent option is usually right
-    region = rows["Region Recognition"]
-    assert region["flagged"] and region["accuracy"] > 0.5
-    items = [i for i in build(recipe, tmp_path, progress=False, force_export=True).items
-             if i.task == "Region Recognition"]  # fmt: skip
+    for row in rows.values():
+        assert not row["flagged"], row
+        assert row["accuracy"] <= row["chance"] + MARGIN, row
+    items = [i for i in result.items if i.task == "Region Recognition"]
     shown = Counter(o for i in items for o in i.options)
+    assert set(shown) == {i.gt for i in items}  # no never-right vocabulary word is shown
     most_frequent_right = sum(max(i.options, key=shown.__getitem__) == i.gt for i in items)
-    assert most_frequent_right / len(items) > 0.5
+    assert most_frequent_right / len(items) < 0.25 + MARGIN

@@ -426,7 +426,7 @@ def generate_items(
             tasks.append(
                 _Task(
                     spec=spec,
-                    gen=TASKS.get(spec.generator)(spec.params),
+                    gen=TASKS.get(spec.generator)(spec.params, spec.n_options),
                     sampler=sampler,
                     sources=spec.sources or [s.id for s in recipe.sources],
                     visual=visual,

@@ -136,8 +136,9 @@ class TaskGenerator(ABC):
     # :class:`~medvqa_build.sample_spill.SampleSpill` (on disk; a sample read when indexed).
     draws_from_pool: ClassVar[bool] = False
 
-    def __init__(self, params: dict | None = None):
+    def __init__(self, params: dict | None = None, n_options: int | None = None):
         self.params = dict(params or {})
+        self.n_options = n_options  # the task's option count (a vocabulary may depend on it)
         if "templates" in self.params:  # a recipe may supply its own paraphrases
             self.templates = tuple(self.params["templates"])
 

@@ -34,8 +34,8 @@ class CountingTask(TaskGenerator):
     use_tool_attributes: ClassVar[bool] = False
     default_max_count: ClassVar[int] = 4
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
+    def __init__(self, params: dict | None = None, n_options: int | None = None):
+        super().__init__(params, n_options)
         if "options" in self.params:
             self.fixed_options = tuple(str(o) for o in self.params["options"])
 

@@ -39,8 +39,8 @@ class InstrumentPresence(TaskGenerator):
         "Is the {tool} being used in this image?",
     )
 
-    def __init__(self, params: dict | None = None):
-        super().__init__(params)
+    def __init__(self, params: dict | None = None, n_options: int | None = None):
+        super().__init__(params, n_options)
         self._pool_tools: dict[str, set[str]] | None = None  # set by scan
 
     @classmethod

@@ -75,10 +75,14 @@ class RegionRecognition(TaskGenerator):
         return region_candidates(samples, self.params.get("labels", ()))
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
-        """Region labels of ``samples`` plus ``params.vocabulary`` (extra distractor answers for
-        sources with fewer than ``n_options`` classes, e.g. polyp-only segmentation sets)."""
-        extra = {str(v) for v in self.params.get("vocabulary", [])}
-        return sorted({c.truth for c in self.candidates(samples)} | extra)
+        """Region labels of ``samples``, plus ``params.vocabulary`` only for a source with fewer
+        labels than the task has options (e.g. a polyp-only segmentation set). Where a source's
+        own labels fill the options, a vocabulary word that is never the answer would be a
+        shortcut: the option seen most often across items would be right (issue 26's audit)."""
+        observed = {c.truth for c in self.candidates(samples)}
+        if self.n_options is not None and len(observed) >= self.n_options:
+            return sorted(observed)
+        return sorted(observed | {str(v) for v in self.params.get("vocabulary", [])})
 
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         if ctx.spec.prompt_level != "multi" or cand.region is None:
