@@ -63,26 +63,26 @@ def _lmms_options(out: Path) -> dict:
     return {"lmms-eval": {"dataset_path": str(out / "hf")}}
 
 
-@pytest.fixture(scope="session")
-def demo_build(tmp_path_factory) -> Path:
-    """The demo recipe as shipped (280 items), with every client's format."""
-    tmp = tmp_path_factory.mktemp("client-demo")
-    recipe = yaml.safe_load((Path(__file__).parents[2] / "recipes" / "demo.yaml").read_text())
+def _build_every_format(recipe: dict, tmp: Path) -> Path:
+    """``recipe`` built into ``tmp/build`` with every format a client test reads."""
     out = tmp / "build"
     recipe["export"]["formats"] = ["hf", "vlmeval", "lmms-eval", "sharegpt"]
     recipe["export"]["options"] = _lmms_options(out)
     return _build(recipe, out, tmp)
+
+
+@pytest.fixture(scope="session")
+def demo_build(tmp_path_factory) -> Path:
+    """The demo recipe as shipped (280 items), with every client's format."""
+    recipe = yaml.safe_load((Path(__file__).parents[2] / "recipes" / "demo.yaml").read_text())
+    return _build_every_format(recipe, tmp_path_factory.mktemp("client-demo"))
 
 
 @pytest.fixture(scope="session")
 def endobench_build(tmp_path_factory) -> Path:
     """The EndoBench recipe (12 tasks, 5 prompt levels) fed by the synthetic source."""
-    tmp = tmp_path_factory.mktemp("client-endobench")
     recipe = synthetic_endobench_data(Path(__file__).parents[2])
-    out = tmp / "build"
-    recipe["export"]["formats"] = ["hf", "vlmeval", "lmms-eval", "sharegpt"]
-    recipe["export"]["options"] = _lmms_options(out)
-    return _build(recipe, out, tmp)
+    return _build_every_format(recipe, tmp_path_factory.mktemp("client-endobench"))
 
 
 @pytest.fixture(scope="session")

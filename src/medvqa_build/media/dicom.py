@@ -108,6 +108,20 @@ def _syntax(ds):
     return getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", None)
 
 
+def _decodable_syntax(ds):
+    """The file's transfer syntax, or :class:`DicomProblem` when it is unknown or no installed
+    plugin decodes it (the reason names the syntax and the plugin to install)."""
+    syntax = _syntax(ds)
+    if syntax is None:
+        raise DicomProblem(
+            f"{syntax_text(None)}: the pixel data cannot be interpreted; re-export the file"
+        )
+    reason = missing_decoder(syntax)
+    if reason:
+        raise DicomProblem(reason)
+    return syntax
+
+
 def _int(ds, keyword: str, default: int) -> int:
     try:
         return int(ds.get(keyword, default) or default)
@@ -152,14 +166,7 @@ def check_pixel_data(path: str | os.PathLike) -> None:
     ds = _dcmread(path, defer_size=256)
     if "PixelData" not in ds:
         raise DicomProblem("DICOM file has no pixel data (no PixelData element)")
-    syntax = _syntax(ds)
-    if syntax is None:
-        raise DicomProblem(
-            f"{syntax_text(None)}: the pixel data cannot be interpreted; re-export the file"
-        )
-    reason = missing_decoder(syntax)
-    if reason:
-        raise DicomProblem(reason)
+    syntax = _decodable_syntax(ds)
     if syntax.is_compressed:
         return
     raw = ds.get_item("PixelData")
@@ -230,14 +237,7 @@ def decode_pixels(ds) -> np.ndarray:
     decodes it when none installed does, or when the data is corrupt."""
     if "PixelData" not in ds and "FloatPixelData" not in ds and "DoubleFloatPixelData" not in ds:
         raise DicomProblem("DICOM file has no pixel data")
-    syntax = _syntax(ds)
-    if syntax is None:
-        raise DicomProblem(
-            f"{syntax_text(None)}: the pixel data cannot be interpreted; re-export the file"
-        )
-    reason = missing_decoder(syntax)
-    if reason:
-        raise DicomProblem(reason)
+    syntax = _decodable_syntax(ds)
     try:
         with _quiet():
             return ds.pixel_array
