@@ -64,7 +64,7 @@ def missing_decoder(syntax) -> str | None:
         return None
     try:
         available = get_decoder(syntax).is_available
-    except NotImplementedError:
+    except NotImplementedError:  # pydicom has no decoder for it at all (MPEG, H.264, HEVC)
         available = False
     if available:
         return None
