@@ -1,0 +1,66 @@
+"""Every size a file may declare, named in one place (docs/reliability.md, "Limits").
+
+A header, a table or a workbook can claim any size. Each reader checks the size a file declares
+against these limits, and against the file's real size on disk, before it allocates anything,
+so a 5 kB file that claims gigabytes is one quarantine entry or one error line, never a
+``MemoryError``. The defaults fit every public dataset the project reads; a genuine file that is
+larger raises the named limit (``MEDVQA_LIMITS="max_voxels=2e9,max_table_bytes=8e9"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, fields
+
+from ..errors import UsageError
+
+ENV = "MEDVQA_LIMITS"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadLimits:
+    """The limits; each is a count of the unit its name says."""
+
+    max_pixels: int = 200_000_000  # pixels of one 2-D image or frame (recipe key max_pixels)
+    max_decode_bytes: int = 1 << 30  # bytes one decode may allocate (per worker)
+    max_voxels: int = 1_000_000_000  # voxels of one volume
+    max_frames: int = 1_000_000  # frames of one video
+    max_table_bytes: int = 2 << 30  # bytes of one label table or predictions file
+    max_line_chars: int = 1 << 20  # characters of one line of a text table
+    max_cell_chars: int = 1 << 16  # characters of one cell (CSV or workbook)
+    max_json_bytes: int = 1 << 30  # bytes of one JSON annotation or decisions file
+    max_json_depth: int = 64  # nesting levels of one JSON value
+    max_xlsx_unpacked_bytes: int = 1 << 30  # bytes a workbook's XML parts unpack to
+
+    def replace(self, **changes: int) -> ReadLimits:
+        """These limits with ``changes`` (names as the fields)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _parse(text: str) -> dict[str, int]:
+    """``name=value,name=value`` (values may be written ``2e9`` or ``2_000_000_000``)."""
+    names = {f.name for f in fields(ReadLimits)}
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in names:
+            raise UsageError(
+                f"{ENV}: {part!r} is not name=value",
+                fix=f"use names among {', '.join(sorted(names))}",
+            )
+        try:
+            number = int(float(value.replace("_", "")))
+        except ValueError:
+            raise UsageError(f"{ENV}: {name}={value!r} is not a number", fix="e.g. 2e9") from None
+        if number < 1:
+            raise UsageError(f"{ENV}: {name}={value!r} is below 1", fix="a limit is at least 1")
+        out[name] = number
+    return out
+
+
+def read_limits() -> ReadLimits:
+    """The defaults, with what ``$MEDVQA_LIMITS`` raises or lowers (read on each call, so a
+    worker process sees what its parent set)."""
+    return ReadLimits(**_parse(os.environ.get(ENV, "")))
