@@ -101,6 +101,29 @@ def walk_files(
                 yield dirpath, name
 
 
+def undecodable_name(text: str) -> str | None:
+    """``text`` with its undecodable bytes written as ``\\xff`` escapes when it holds any, else
+    None. A file name is bytes: one that is not UTF-8 comes out of ``os.walk`` with surrogate
+    characters (``os.fsdecode``), which no Parquet or UTF-8 file can hold."""
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError:
+        return escaped_name(text)
+
+
+def escaped_name(text: str) -> str:
+    """``text`` as printable UTF-8: the raw bytes of a name ``os.fsdecode`` could not decode
+    become backslash escapes (``b'bad\\xff.jpg'`` -> ``'bad\\xff.jpg'``)."""
+    raw = text.encode("utf-8", "surrogateescape" if _only_escapes(text) else "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _only_escapes(text: str) -> bool:
+    """Whether every surrogate in ``text`` is one ``surrogateescape`` made (U+DC80..U+DCFF)."""
+    return all(not 0xD800 <= ord(c) <= 0xDFFF or 0xDC80 <= ord(c) <= 0xDCFF for c in text)
+
+
 def without_suffix(rel: str) -> str:
     """``Path(rel).with_suffix("").as_posix()`` for a normalised posix ``rel`` (the sample key
     of an image path), without building a Path."""
