@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from .bounded_cli import bounded_cli
@@ -47,3 +48,64 @@ def test_a_file_name_that_is_not_utf8_is_quarantined_escaped(tmp_path):
     assert (counts["converted"], counts["quarantined"]) == (3, 1)
     assert entry["file"] == "kvasir-dataset-v2/polyps/bad\\xff\\xfe.jpg"
     assert "not valid UTF-8" in entry["reason"]
+
+
+# -- NIfTI headers that lie about their size -----------------------------------------------------
+
+
+def lying_nifti(path: Path, dims: tuple[int, ...], dtype=np.int16) -> Path:
+    """A small gzipped NIfTI-1 whose header claims ``dims`` (its data holds 8 voxels)."""
+    import gzip
+
+    import nibabel as nib
+
+    img = nib.Nifti1Image(np.zeros((2, 2, 2), dtype), np.eye(4))
+    raw = bytearray(img.header.binaryblock + b"\x00" * 4 + np.zeros(8, dtype).tobytes())
+    # dim[0..7] are int16 at byte 40 of the header (NIfTI-1)
+    header_dims = (len(dims), *dims) + (1,) * (7 - len(dims))
+    raw[40:56] = np.array(header_dims, "<i2").tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(bytes(raw) + b"\x00" * 4096))
+    return path
+
+
+def msd_with_lying_case(root: Path, dims: tuple[int, ...]) -> Path:
+    from ..fixtures.sources.msd import TASK
+    from ..fixtures.sources.msd import write as write_msd
+
+    write_msd(root)
+    task = root / TASK
+    meta = json.loads((task / "dataset.json").read_text())
+    for folder in ("imagesTr", "labelsTr"):
+        lying_nifti(task / folder / "liver_5.nii.gz", dims)
+    meta["training"].append(
+        {"image": "./imagesTr/liver_5.nii.gz", "label": "./labelsTr/liver_5.nii.gz"}
+    )
+    (task / "dataset.json").write_text(json.dumps(meta))
+    return root
+
+
+@pytest.mark.parametrize(
+    "dims, limits, words",
+    [
+        ((1300, 1300, 1300), "", ["= 2,197,000,000 voxels", "max_voxels limit of 1,000,000,000"]),
+        ((32767, 32767, 32767), "", ["max_voxels"]),
+        ((900, 900, 900), "", ["declares 729,000,000 voxels", "but the file is", "gzip"]),
+        ((1300, 1300, 1300), "max_voxels=4e9", ["declares 2,197,000,000 voxels", "the file is"]),
+    ],
+)
+def test_a_nifti_header_that_lies_about_its_size_is_one_quarantine_entry(
+    tmp_path, dims, limits, words
+):
+    """Each limit is checked on the header, before a voxel is allocated; raising max_voxels
+    (MEDVQA_LIMITS) still leaves the check against the file's real size."""
+    root = msd_with_lying_case(tmp_path / "msd", dims)
+    out = tmp_path / "samples.parquet"
+    proc = bounded_cli("convert", "msd", root, "-o", out, "-q", env={"MEDVQA_LIMITS": limits})
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    assert counts["converted"] > 0  # the good cases still convert
+    (entry,) = [e for e in entries if "liver_5" in e["file"]]
+    assert entry["file"].endswith("imagesTr/liver_5.nii.gz")
+    for word in words:
+        assert word in entry["reason"], entry["reason"]

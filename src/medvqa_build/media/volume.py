@@ -13,11 +13,14 @@ This is the radiological display convention (patient's right on the image's left
 
 from __future__ import annotations
 
+import math
 import os
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from ..store.limits import read_limits
 
 AXES = ("axial", "coronal", "sagittal")
 # axis name -> index of the RAS+ array dimension held fixed
@@ -47,16 +50,56 @@ def _nib():
     return nib
 
 
+# deflate never packs more than 1032 bytes into one (zlib's "maximum compression factor"), so
+# a gzip file of K bytes holds at most 1032 K: a cheap bound on what a .nii.gz can unpack to
+_GZIP_MAX_RATIO = 1032
+
+
+def check_declared_size(img, path: str | os.PathLike) -> None:
+    """Raise :class:`VolumeProblem` when the header's shape is over ``max_voxels`` or needs
+    more data than the file holds (``declares N voxels but the file is K bytes``): checked on
+    the header alone, before any voxel is read or allocated (a 5 kB file may claim 1300^3)."""
+    name = Path(path).name
+    shape = tuple(int(d) for d in img.shape)
+    voxels = math.prod(shape)
+    limit = read_limits().max_voxels
+    if voxels > limit:
+        raise VolumeProblem(
+            f"volume {name} declares {'x'.join(map(str, shape))} = {voxels:,} voxels, over the "
+            f"max_voxels limit of {limit:,}; raise it (MEDVQA_LIMITS=max_voxels=...) if the file "
+            "is genuine"
+        )
+    image_file = getattr(img.file_map.get("image"), "filename", None) or path
+    try:
+        size = os.path.getsize(image_file)
+        with open(image_file, "rb") as fh:
+            gzipped = fh.read(2) == b"\x1f\x8b"
+    except OSError:
+        return  # nibabel read it a moment ago; reading the voxels will say what is wrong
+    need = int(getattr(img.dataobj, "offset", 0)) + voxels * img.get_data_dtype().itemsize
+    holds = size * _GZIP_MAX_RATIO if gzipped else size
+    if need > holds:
+        packed = f" (gzip: at most {holds:,} bytes unpacked)" if gzipped else ""
+        raise VolumeProblem(
+            f"volume {name} declares {voxels:,} voxels ({need:,} bytes) but the file is "
+            f"{size:,} bytes{packed}; the header is damaged or the download was cut short"
+        )
+
+
 def load_canonical(path: str | os.PathLike):
-    """The NIfTI image reoriented to RAS+ (lazy: pixel data is read on first access)."""
+    """The NIfTI image reoriented to RAS+ (lazy: pixel data is read on first access); a
+    header whose size is over the limits or beyond the file is refused first."""
     nib = _nib()
     try:
         img = nib.load(str(path))
+        check_declared_size(img, path)
         if len(img.shape) == 2:  # 2-D NIfTI (e.g. CAMUS ultrasound frames): one-slice volume
             img = nib.Nifti1Image(np.asanyarray(img.dataobj)[..., None], img.affine)
         return nib.as_closest_canonical(img)
     except FileNotFoundError:
         raise VolumeProblem(f"volume {Path(path).name} not found") from None
+    except VolumeProblem:
+        raise
     except Exception as exc:  # nibabel raises many types for a damaged file
         message = str(exc).replace(str(path), Path(path).name)  # no absolute path in reasons
         raise VolumeProblem(
