@@ -65,6 +65,21 @@ def test_second_run_reuses_every_stage(builds):
     assert first["exports"] == second["exports"]
 
 
+def test_report_says_where_the_time_went(builds):
+    """Each stage's wall seconds, from its output's marker: a rerun that reuses every stage
+    reports the cold build's times, and the times add up per stage."""
+    _, _, first, second = builds
+    per = first["seconds_per_stage"]
+    assert list(per) == list(dict.fromkeys(s["stage"] for s in first["stages"]))
+    assert all(isinstance(v, float) and v > 0 for v in per.values())
+    for stage, total in per.items():
+        assert total == pytest.approx(
+            sum(s["seconds"] for s in first["stages"] if s["stage"] == stage), abs=0.01
+        )
+    assert second["seconds_per_stage"] == per
+    assert [s["seconds"] for s in second["stages"]] == [s["seconds"] for s in first["stages"]]
+
+
 def test_two_builds_give_byte_identical_exports(builds):
     a, b, _, _ = builds
     assert (a / "checksums.sha256").read_text() == (b / "checksums.sha256").read_text()

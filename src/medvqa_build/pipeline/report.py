@@ -145,13 +145,34 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         "validation": summary.stats("validate"),
         "answer_letters": letters.histogram(),
         "stages": [
-            {"stage": s.name, "path": s.path.relative_to(out).as_posix(), "reused": s.reused}
+            {
+                "stage": s.name,
+                "path": s.path.relative_to(out).as_posix(),
+                "reused": s.reused,
+                "seconds": s.seconds,
+            }
             for s in summary.stages
         ],
+        "seconds_per_stage": stage_seconds(summary.stages),
         "random_baseline": baseline_rows(test, published=published),
         "difficulty": summary.difficulty,
         "exports": summary.checksums,
     }
+
+
+def stage_seconds(stages: Iterable[StageResult]) -> dict[str, float | None]:
+    """Wall seconds per stage (its outputs summed), each as long as the output took when it was
+    built: a rerun that reuses an output reports the same time, so the report says where a
+    cold build's time went and stays the same bytes on a rerun. None: a marker without a time."""
+    out: dict[str, float | None] = {}
+    for s in stages:
+        if s.name in out and (out[s.name] is None or s.seconds is None):
+            out[s.name] = None
+        else:
+            out[s.name] = (
+                round(out.get(s.name, 0.0) + s.seconds, 3) if s.seconds is not None else None
+            )
+    return out
 
 
 def _with_tasks_losing_input(recipe: Recipe, source_id: str, counts: dict) -> dict:
@@ -201,12 +222,37 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
     if summary.difficulty:
         table = format_difficulty(summary.difficulty)
         lines += ["## Difficulty of the distractors", "", table, ""]
+    lines += _time_lines(report)
     if summary.quarantine:
         lines += ["## Quarantine", ""]
         lines += [
             f"- `{q.file}` ({q.source}, {q.stage}): {q.reason}" for q in summary.quarantine
         ] + [""]
     return "\n".join(lines)
+
+
+def _time_lines(report: dict) -> list[str]:
+    """Where the time went: each stage's wall seconds when its outputs were built."""
+    per = report.get("seconds_per_stage") or {}
+    if not per:
+        return []
+    reused = Counter(s["stage"] for s in report["stages"] if s["reused"])
+    built = Counter(s["stage"] for s in report["stages"])
+    lines = [
+        "## Time per stage",
+        "",
+        "Wall seconds each stage's outputs took when they were built (a reused output keeps the "
+        "time of the run that built it).",
+        "",
+        "| stage | outputs | reused | seconds |",
+        "|---|---|---|---|",
+    ]
+    for stage, sec in per.items():
+        shown = "-" if sec is None else f"{sec:.1f}"
+        lines.append(f"| {stage} | {built[stage]} | {reused[stage]} | {shown} |")
+    known = [v for v in per.values() if v is not None]
+    lines += [f"| total | {sum(built.values())} | {sum(reused.values())} | {sum(known):.1f} |", ""]
+    return lines
 
 
 def _source_lines(source_counts: dict[str, dict]) -> list[str]:

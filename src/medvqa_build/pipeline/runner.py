@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -137,18 +138,20 @@ def run_stage(
         data = json.loads(marker.read_text())
         if data.get("fingerprint") == fp:
             log.info("%s %s: reused %s", name, key, final)
-            return StageResult(name, final, fp, data.get("stats", {}), True)
+            return StageResult(name, final, fp, data.get("stats", {}), True, data.get("seconds"))
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(final.parent, key)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
     tmp.chmod(0o777 & ~umask())
     try:
+        start = time.perf_counter()
         stats = build(tmp)
         release_freed_memory()  # what this stage freed does not count towards the next one
+        seconds = round(time.perf_counter() - start, 3)
         crash_point(name)
         (tmp / MARKER).write_text(
             json.dumps(
-                {"stage": name, "key": key, "fingerprint": fp, "stats": stats},
+                {"stage": name, "key": key, "fingerprint": fp, "stats": stats, "seconds": seconds},
                 indent=2,
                 sort_keys=True,
             )
@@ -162,8 +165,8 @@ def run_stage(
             shutil.rmtree(tmp, ignore_errors=True)
     # the stats as a rerun reads them back from the marker (same types, same key order), so a
     # report written from a fresh build and from a reused one are the same bytes
-    stats = json.loads((final / MARKER).read_text())["stats"]
-    return StageResult(name, final, fp, stats, False)
+    data = json.loads((final / MARKER).read_text())
+    return StageResult(name, final, fp, data["stats"], False, data["seconds"])
 
 
 _HOST = socket.gethostname().replace("/", "_")

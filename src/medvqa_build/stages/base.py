@@ -33,6 +33,9 @@ class StageResult:
     fingerprint: str
     stats: dict[str, Any]
     reused: bool
+    # wall seconds the output took to build, recorded in its marker when it was built (so a
+    # rerun that reuses it reports the same time; None for a marker from before timings)
+    seconds: float | None = None
 
 
 @dataclass
