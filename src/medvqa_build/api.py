@@ -23,7 +23,13 @@ from .review import apply_decisions, write_preview
 from .sources import GENERATORS, Source, all_sources, get_source
 from .sources.inspection import SourceInspection
 from .sources.inspection import inspect_source as _inspect_source
-from .stages.convert import ConvertResult, convert_source, quarantine_path_for, scan_source
+from .stages.convert import (
+    ConvertResult,
+    convert_source,
+    nothing_converted,
+    quarantine_path_for,
+    scan_source,
+)
 from .stages.export import export_context
 from .stages.validate import ValidationInputs, validate
 from .store.quarantine import read_quarantine
@@ -251,6 +257,7 @@ __all__ = [
     "load_recipe",
     "load_source",
     "make_synthetic",
+    "nothing_converted",
     "preview_build",
     "push_build",
     "quarantine_of",

@@ -98,7 +98,7 @@ def labels_missing_summary(counts: dict) -> str | None:
 
 
 def _cmd_convert(args) -> int:
-    from ..api import convert_source, quarantine_of, resolve_source
+    from ..api import convert_source, nothing_converted, quarantine_of, resolve_source
 
     out = Path(args.output)
     print(resolve_source(args.source, args.root).line())
@@ -117,8 +117,10 @@ def _cmd_convert(args) -> int:
     )
     if line := labels_missing_summary(counts):
         print(line)
+    path, entries = quarantine_of(out)
+    if counts["converted"] == 0:  # an empty table is no success: say why and what was expected
+        raise nothing_converted(args.source, {**counts, "out": str(out)}, entries)
     if counts["quarantined"]:
-        path, entries = quarantine_of(out)
         print(f"quarantine report: {path}")
         for e in entries[:5]:
             print(f"  {e.file}: {e.reason}")

@@ -24,7 +24,7 @@ from ..errors import ImageProblem, SourceError
 from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
-from ..store.paths import IMAGE_EXTENSIONS, sorted_files
+from ..store.paths import IMAGE_EXTENSIONS, sorted_files, without_suffix
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -107,6 +107,9 @@ class _Match(NamedTuple):
     unlabelled: list[int]
     folder_label: str | None
     source_label: str
+    # the sample key when the class folder sits in a folder of its own name (one tarball
+    # unpacked into its own folder): the key of the flat layout, so the ids do not change
+    key: str | None = None
 
 
 @LAYOUTS.register("metadata_table")
@@ -227,9 +230,16 @@ class MetadataTable(FileLayout):
             raw = "|".join(dict.fromkeys(rows[i][o.label_column] for i in labelled))
             return _Match(labelled, unlabelled, None, raw)
         folders = path.relative_to(base).parts[:-1]
-        if len(folders) != 1:
+        key = None
+        if len(folders) == 2 and _same_name(*folders):
+            # labelled_images/normal_clean_mucosa/Normal clean mucosa/x.jpg: the tarball
+            # normal_clean_mucosa.tar.gz unpacked into a folder of its own name
+            key = without_suffix(ctx.rel(base / folders[1] / path.name))
+            folders = folders[1:]
+        elif len(folders) != 1:
             raise LabelProblem(
-                f"expected 1 folder level below {o.images_dir!r}, found {len(folders)}"
+                f"expected 1 folder level below {o.images_dir!r} (or a class folder inside a "
+                f"folder of the same name), found {len(folders)}"
             )
         folder_label = ctx.canonical(folders[0])
         matching = [i for i in labelled if self._canonical_or_none(ctx, rows[i]) == folder_label]
@@ -237,7 +247,7 @@ class MetadataTable(FileLayout):
             listed = sorted({rows[i][o.label_column] for i in labelled})
             where = f"only as {listed}" if listed else "not at all"
             raise LabelProblem(f"image in folder {folders[0]!r} is listed in {table.name} {where}")
-        return _Match(matching, unlabelled, folder_label, folders[0])
+        return _Match(matching, unlabelled, folder_label, folders[0], key)
 
     def _canonical_or_none(self, ctx: ScanContext, row: dict[str, str]) -> str | None:
         try:
@@ -282,6 +292,7 @@ class MetadataTable(FileLayout):
             candidate.rel,
             width,
             height,
+            key=match.key,
             frame=_frame(first.get(o.frame_column or "", "")),
             labels=labels,
             attributes=attributes,
@@ -319,6 +330,16 @@ class MetadataTable(FileLayout):
         if problem:
             raise ImageProblem(problem)
         return Region(label=ctx.canonical(row[self.options.label_column]), bbox=box, level="box")
+
+
+def _same_name(outer: str, inner: str) -> bool:
+    """Whether two folder names differ only in case, spaces and punctuation
+    (``normal_clean_mucosa`` and ``Normal clean mucosa``, ``blood_fresh`` and ``Blood - fresh``)."""
+
+    def letters(name: str) -> str:
+        return "".join(c for c in name.lower() if c.isalnum())
+
+    return letters(outer) == letters(inner) != ""
 
 
 def _frame(value: str) -> int | None:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from ..errors import ImageProblem
+from ..errors import ImageProblem, SourceError
 from ..executors import make_executor
 from ..layouts.discovery import RootResolution
 from ..media.image import DEFAULT_MAX_PIXELS, pixel_limit
@@ -388,6 +388,26 @@ def scan_source(
             counts,
             resolution,
         )
+
+
+def nothing_converted(source_id: str, counts: dict, entries: list[QuarantineEntry]) -> SourceError:
+    """The one line of a conversion that kept no sample: the most common reasons, and what
+    the source's layout expects (``medvqa-build convert`` exits 2 with it)."""
+    reasons = Counter(e.reason for e in entries).most_common(3)
+    shown = "; ".join(f"{n} x {reason[:200]}" for reason, n in reasons) or "no candidate files"
+    expected = _first_sentence(" ".join(get_source(source_id).manifest.layout.split()))
+    return SourceError(
+        f"{source_id}: converted 0 of {counts['found']} files found ({shown})",
+        where=str(quarantine_path_for(Path(counts.get("out", "samples.parquet")))),
+        fix=f"the source expects: {expected} (docs/sources/{source_id}.md)",
+    )
+
+
+def _first_sentence(text: str, most: int = 400) -> str:
+    end = text.find(". ")
+    if 0 < end < most:
+        return text[:end]
+    return text if len(text) <= most else text[: text.rfind(" ", 0, most)] + " ..."
 
 
 def quarantine_path_for(samples_path: Path) -> Path:

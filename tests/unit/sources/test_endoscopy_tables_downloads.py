@@ -302,18 +302,27 @@ def test_kvasir_capsule_table_resaved_by_pandas(tmp_path):
     assert after == before and not result.counts_detail.get("labels_missing")
 
 
-def test_kvasir_capsule_tarball_unpacked_into_its_own_folder_is_one_level_too_deep(tmp_path):
-    """Unpacking normal_clean_mucosa.tar.gz into normal_clean_mucosa/ adds a level: the files
-    are reported with the reason, not silently dropped."""
+def test_kvasir_capsule_tarball_unpacked_into_its_own_folder_converts_with_the_same_ids(tmp_path):
+    """Unpacking normal_clean_mucosa.tar.gz into normal_clean_mucosa/ adds a level that names
+    the class folder again: read as the class folder, with the ids of the flat layout. Any
+    other extra level is reported with the reason, not silently dropped."""
     root = kvasir_capsule.write(tmp_path)
+    flat = _ids("kvasir-capsule", root)
     images = root / "labelled_images"
     shutil.move(images / "Normal clean mucosa", tmp_path / "x")
     (images / "normal_clean_mucosa").mkdir()
     shutil.move(tmp_path / "x", images / "normal_clean_mucosa" / "Normal clean mucosa")
-    reasons = _reasons(load_source("kvasir-capsule", root))
+    result = load_source("kvasir-capsule", root)
+    assert result.counts()["quarantined"] == 0
+    assert _ids("kvasir-capsule", root) == flat
     name = f"{kvasir_capsule.VIDEO_B}_15.jpg"
-    assert reasons[f"labelled_images/normal_clean_mucosa/Normal clean mucosa/{name}"] == (
-        "expected 1 folder level below 'labelled_images', found 2"
+    nested = _by_image(result)[f"labelled_images/normal_clean_mucosa/Normal clean mucosa/{name}"]
+    assert nested.labels == ("normal clean mucosa",)
+    shutil.move(images / "normal_clean_mucosa", images / "other")
+    reasons = _reasons(load_source("kvasir-capsule", root))
+    assert reasons[f"labelled_images/other/Normal clean mucosa/{name}"] == (
+        "expected 1 folder level below 'labelled_images' (or a class folder inside a folder of "
+        "the same name), found 2"
     )
 
 

@@ -1,0 +1,49 @@
+"""Issue 33, real downloads: layouts public scripts unpack to, a convert that converts nothing,
+and where a sample table's image paths are relative to. Each through the CLI, under the
+hostile corpus's memory and time ceiling."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+
+from ..fixtures.sources import kvasir_capsule
+from .bounded_cli import bounded_cli
+from .test_declared_sizes import converted
+
+
+def _keys(out) -> list[str]:
+    return sorted(pq.read_table(out, columns=["sample_id"]).column("sample_id").to_pylist())
+
+
+def test_kvasir_capsule_tarballs_unpacked_into_their_own_folders_convert(tmp_path):
+    """labelled_images/normal_clean_mucosa/Normal clean mucosa/*.jpg (one folder per tarball)
+    converts, with the sample ids of the flat layout."""
+    flat_out, nested_out = tmp_path / "flat.parquet", tmp_path / "nested.parquet"
+    flat = kvasir_capsule.write(tmp_path / "flat", layout="simula")
+    nested = kvasir_capsule.write(tmp_path / "nested", layout="per_tarball")
+    assert (nested / "labelled_images/normal_clean_mucosa/Normal clean mucosa").is_dir()
+    for root, out in ((flat, flat_out), (nested, nested_out)):
+        proc = bounded_cli("convert", "kvasir-capsule", root, "-o", out, "-q")
+        assert proc.returncode == 0, proc.stderr
+        counts, entries = converted(out)
+        assert (counts["converted"], counts["quarantined"]) == (6, 0), entries
+    assert _keys(nested_out) == _keys(flat_out)
+
+
+def test_a_convert_that_converts_nothing_exits_2_naming_reasons_and_expectation(tmp_path):
+    """Class folders one level too deep (not a tarball's own name): every file quarantined,
+    exit 2 with the commonest reason and what the layout expects."""
+    root = kvasir_capsule.write(tmp_path / "kc", layout="simula")
+    images = root / "labelled_images"
+    for folder in {row[0] for row in kvasir_capsule.ROWS}:
+        (images / "extra").mkdir(exist_ok=True)
+        (images / folder).rename(images / "extra" / folder)
+    out = tmp_path / "samples.parquet"
+    proc = bounded_cli("convert", "kvasir-capsule", root, "-o", out, "-q")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.error_lines()
+    assert "converted 0 of 12 files found" in line
+    assert "6 x expected 1 folder level below 'labelled_images'" in line
+    assert "the source expects: metadata.csv (semicolon-separated" in line
+    assert "samples.quarantine.json" in line
+    assert converted(out)[0]["quarantined"] == 12  # the report is written for the user to read
