@@ -32,6 +32,7 @@ from .stages.convert import (
 )
 from .stages.export import export_context
 from .stages.validate import ValidationInputs, validate
+from .store.atomic import folder_written_aside
 from .store.quarantine import read_quarantine
 from .validate import Problem, write_validation_report
 from .validate.blind import blind_summary
@@ -116,7 +117,7 @@ def validate_build(
         folder.manifests(),
         folder.resolver(),
         folder.stage_dirs("curate"),
-        folder.path / folder.meta()["render_dir"],
+        folder.inside("render_dir", folder.meta().get("render_dir")),
     )
     findings: dict = {}
     problems = validate(
@@ -183,7 +184,8 @@ def export_build(
     )
     if circular:
         ctx.options["circular"] = True
-    exporter(ctx, target)
+    with folder_written_aside(target) as tmp:  # a failed export leaves the target as it was
+        exporter(ctx, tmp)
     return target, len(items)
 
 

@@ -45,6 +45,10 @@ class AuditError(MedvqaError):
     """The text-only audit's language model could not be asked (endpoint down, bad reply)."""
 
 
+class DamagedFile(MedvqaError):
+    """A file the project wrote (a build's table, ``build.json``) was changed or cut since."""
+
+
 class ValidationFailed(MedvqaError):
     """A build violates checks; exit code 1 (not a usage error)."""
 

@@ -1,7 +1,9 @@
 """``medvqa-build``: thin commands over :mod:`medvqa_build.api`, one module per group
 (:mod:`.build`, :mod:`.publish`, :mod:`.score`, :mod:`.review`), each registering its own parsers.
 
-User mistakes print one line (what, where, how to fix) and exit 2; validation failures exit 1.
+User mistakes and damaged states (a corrupt build, a full disk: :mod:`.failures`) print one line
+(what, where, how to fix) and exit 2; validation failures exit 1. A command that fails removes
+the output folder it created.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
 from ..errors import MedvqaError
-from . import build, publish, review, score
+from . import build, failures, publish, review, score
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -42,11 +45,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except MedvqaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(args, str(exc), exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted; finished stages are kept and reused on the next run", file=sys.stderr)
         return 130
+    except Exception as exc:
+        line = failures.describe(exc, args)
+        if line is None:
+            raise
+        if args.verbose:
+            traceback.print_exc()
+        return _fail(args, line, 2)
+
+
+def _fail(args: argparse.Namespace, line: str, code: int) -> int:
+    """Print the one ``error:`` line (cut to :data:`failures.MAX_LINE`), remove the output
+    folder the command created, and return ``code``."""
+    print(f"error: {failures.one_line(line)}", file=sys.stderr)
+    if code != 1 and (note := failures.undo(args)):  # a failed validation keeps its report
+        print(f"note: {note}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..errors import RecipeError
-from . import noop
+from . import failures, noop
 
 # = media.image.DEFAULT_MAX_PIXELS, not imported so that --help stays light
 DEFAULT_MAX_PIXELS = 200_000_000
@@ -141,6 +141,7 @@ def _cmd_inspect(args) -> int:
 def _cmd_make_synthetic(args) -> int:
     from ..api import make_synthetic
 
+    failures.claim(args, args.root)
     root = make_synthetic(
         args.source,
         args.root,
@@ -169,6 +170,7 @@ def _cmd_run(args) -> int:
         noop.forget(out)
     head = _root_lines(recipe)
     print("\n".join(head)) if head else None
+    failures.claim(args, out_dir)
     result = build(
         recipe,
         out_dir,

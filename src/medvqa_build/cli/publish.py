@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from . import failures
+
 
 def _cmd_validate(args) -> int:
     from ..api import validate_build
@@ -35,8 +37,9 @@ def _cmd_clean(args) -> int:
 def _cmd_export(args) -> int:
     from ..api import export_build
 
+    target = failures.claim(args, args.output or Path(args.dir) / args.format)
     out, count = export_build(
-        args.dir, args.format, args.output, force=args.force, circular=args.circular
+        args.dir, args.format, target, force=args.force, circular=args.circular
     )
     rotated = " with circular rotations" if args.circular else ""
     print(f"exported {count} items as {args.format}{rotated} to {out}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from . import failures
+
 
 def _cmd_score(args) -> int:
     from ..api import score
@@ -12,6 +14,7 @@ def _cmd_score(args) -> int:
     first = Path(args.predictions[0])
     out = Path(args.output) if args.output else Path(args.dir) / "scores" / first.stem
     model = (args.model or first.stem) if args.card else None
+    failures.claim(args, out)
     result = score(
         args.dir, args.predictions, out, parser=args.parser, seed=args.seed, card_model=model
     )

@@ -32,6 +32,7 @@ from ..store.memory import limit_arenas, use_returning_memory_pool
 from ..store.tables import ItemTable, SampleTable
 from .build_dir import BuildDir, report_text
 from .clean import CleanError, Stale, stale_stages
+from .no_items import stop_if_no_items
 from .report import BuildSummary, difficulty, report_json, report_markdown
 from .runner import run_stage
 
@@ -122,7 +123,9 @@ def build(
         )
         try:
             for stage in STAGES:
-                run(stage, ctx)
+                results = run(stage, ctx)
+                if stage.name == "generate" and results:
+                    stop_if_no_items(ctx, results[0])
                 if ctx.items is not None:
                     folder.record(ctx)
         except ValidationFailed:

@@ -17,14 +17,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import MedvqaError, SourceError
+from ..errors import DamagedFile, MedvqaError, SourceError
 from ..manifest import SourceManifest
 from ..media.refs import resolve_image
 from ..recipe import Recipe
+from ..schema import ITEM_SCHEMA
 from ..sources import get_source
 from ..stages.base import BuildContext
 from ..store.atomic import write_atomic
 from ..store.memory import limit_arenas, use_returning_memory_pool
+from ..store.parquet import open_parquet
 from ..store.tables import ItemTable, SampleTable
 
 META = "build.json"
@@ -64,7 +66,33 @@ class BuildDir:
     # -- build.json ----------------------------------------------------------------------
 
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / META).read_text(encoding="utf-8"))
+        """``build.json``, or a :class:`DamagedFile` error when it is not the JSON object a
+        run writes."""
+        path = self.path / META
+        try:
+            meta = json.loads(path.read_bytes())
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested without end
+            raise self._damaged(f"build.json is not JSON ({type(exc).__name__})") from None
+        if not isinstance(meta, dict):
+            raise self._damaged("build.json is not a JSON object")
+        return meta
+
+    def _damaged(self, what: str) -> DamagedFile:
+        return DamagedFile(
+            what,
+            where=str(self.path / META),
+            fix="rerun `medvqa-build run` with the recipe into this folder: it rewrites build.json",
+        )
+
+    def inside(self, key: str, value: Any) -> Path:
+        """The path ``build.json`` gives under ``key``, refused unless it is a relative path
+        that stays in the build folder (links resolved): a build never reads elsewhere."""
+        if not isinstance(value, str) or not value:
+            raise self._damaged(f"build.json's {key!r} is not a path")
+        path = (self.path / value).resolve()
+        if os.path.isabs(value) or not path.is_relative_to(self.path):
+            raise self._damaged(f"build.json's {key!r} points outside the build folder ({value!r})")
+        return path
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         write_atomic(self.path / META, json.dumps(meta, indent=2) + "\n")
@@ -96,18 +124,25 @@ class BuildDir:
         """``ref -> Path`` for the items' image references (see :func:`resolve_image`)."""
         meta = self.meta()
         roots = {k: Path(v) for k, v in meta["roots"].items()}
-        render_dir = self.path / meta["render_dir"]
-        generated_dir = self.path / meta["generated_dir"]
+        render_dir = self.inside("render_dir", meta.get("render_dir"))
+        generated_dir = self.inside("generated_dir", meta.get("generated_dir"))
         return lambda ref: resolve_image(ref, roots, render_dir, generated_dir)
 
     def items(self) -> ItemTable:
-        return ItemTable(self.path / self.meta()["items"])
+        """The build's items; a :class:`DamagedFile` error when ``build.json`` points out of
+        the folder or at a file that is not the item table."""
+        path = self.inside("items", self.meta().get("items"))
+        if not path.is_file():
+            raise self._damaged(f"the item table build.json names is missing ({self.rel(path)})")
+        open_parquet(path, ITEM_SCHEMA)
+        return ItemTable(path)
 
     def stage_dirs(self, stage: str) -> list[Path]:
         """The folders of ``stage`` the last run used: those ``build.json`` names, else those
         the report names, else every one on disk (a build from before either recorded them)."""
         meta = self.meta() if (self.path / META).is_file() else {}
-        named = [self.path / p for p in (meta.get("stages") or {}).get(stage, [])]
+        listed = (meta.get("stages") or {}).get(stage, [])
+        named = [self.inside(f"stages.{stage}", p) for p in listed]
         if not named:
             named = [self.path / s["path"] for s in self._report_stages() if s["stage"] == stage]
         if named and all(p.is_dir() for p in named):

@@ -8,10 +8,13 @@ Files get ordinary permissions (0666 less the umask), so a build folder can be s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
@@ -99,6 +102,31 @@ class AtomicFile:
             self.commit()
         else:
             self.abort()
+
+
+@contextlib.contextmanager
+def folder_written_aside(dest: str | os.PathLike) -> Iterator[Path]:
+    """A temp folder beside ``dest`` to write a whole tree into; when the block ends without
+    an error its files are renamed into ``dest`` (made if missing), else it is deleted. A
+    writer that fails (a full disk) so leaves ``dest`` as it was: renames need no space.
+    Files of ``dest`` the new tree does not have are kept (``dest`` may be any folder)."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        tmp.chmod(0o777 & ~umask())
+        yield tmp
+        if not dest.exists():
+            os.replace(tmp, dest)
+            return
+        for path in sorted(tmp.rglob("*")):
+            target = dest / path.relative_to(tmp)
+            if path.is_dir():
+                target.mkdir(exist_ok=True)
+            else:
+                os.replace(path, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

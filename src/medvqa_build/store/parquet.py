@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import DamagedFile
 from ..records import Item, Sample
 from ..schema import ITEM_SCHEMA, SAMPLE_SCHEMA
 from .atomic import atomic_path
@@ -126,16 +127,52 @@ def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
     return Path(path)
 
 
+def damaged(path: str | os.PathLike | None, why: str) -> DamagedFile:
+    """The error for a Parquet file that cannot be read: the stage folder to delete when the
+    file is a build's (a stage is reused while its folder is there), else what wrote it."""
+    path = Path(path) if path is not None else None
+    stage = next(
+        (p for p in (path.parents if path else ()) if (p / "_SUCCESS.json").is_file()), None
+    )
+    fix = (
+        f"delete the stage folder {stage} and rerun `medvqa-build run`: the stage is rebuilt"
+        if stage is not None
+        else "it was changed or cut after it was written: write it again with the command "
+        "that made it"
+    )
+    first = str(why).strip().splitlines()[0] if str(why).strip() else "unreadable"
+    return DamagedFile(f"damaged Parquet file ({first})", where=str(path or ""), fix=fix)
+
+
+def open_parquet(path: str | os.PathLike, schema: pa.Schema | None = None) -> pq.ParquetFile:
+    """``path`` opened for reading (its footer read), with every column of ``schema``, or a
+    :class:`DamagedFile` error naming it: never a pyarrow traceback."""
+    try:
+        pf = pq.ParquetFile(path)
+    except pa.ArrowException as exc:
+        raise damaged(path, str(exc)) from None
+    if schema is not None:
+        missing = [n for n in schema.names if n not in pf.schema_arrow.names]
+        if missing:
+            raise damaged(path, f"{len(missing)} column(s) missing, first {missing[0]!r}")
+    return pf
+
+
 def iter_batches(source, batch_rows: int, columns=None):
     """Record batches of a Parquet file (a path or a ``pq.ParquetFile``), read one row group
     at a time on the calling thread. pyarrow's reader over the whole file, with its decode
     threads, holds more the larger the file: iterating 60k samples in 1,024-row batches
-    peaked at +50 MiB (+70 with threads), a row group at a time at +30, as fast."""
-    pf = source if isinstance(source, pq.ParquetFile) else pq.ParquetFile(source)
-    for group in range(pf.num_row_groups):
-        yield from pf.iter_batches(
-            batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=False
-        )
+    peaked at +50 MiB (+70 with threads), a row group at a time at +30, as fast. A file that
+    cannot be read is a :class:`DamagedFile` error naming it."""
+    path = None if isinstance(source, pq.ParquetFile) else source
+    pf = source if path is None else open_parquet(path)
+    try:
+        for group in range(pf.num_row_groups):
+            yield from pf.iter_batches(
+                batch_size=batch_rows, row_groups=[group], columns=columns, use_threads=False
+            )
+    except pa.ArrowException as exc:
+        raise damaged(path, str(exc)) from None
 
 
 def iter_samples(path: str | os.PathLike, batch_rows: int = 256):

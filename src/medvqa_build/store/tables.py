@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ..records import Item, Sample
 from ..schema import ITEM_SCHEMA, SAMPLE_SCHEMA
-from .parquet import BATCH_ROWS, ITEM_READ_ROWS, iter_batches
+from .parquet import BATCH_ROWS, ITEM_READ_ROWS, iter_batches, open_parquet
 
 DECODE_ROWS = 256  # Arrow rows turned into Python dicts at a time (a mask's runs as ints
 # are ~10x their packed size: a whole 4096-row batch of dicts would be the peak)
@@ -51,7 +51,7 @@ class SampleTable:
             if self.exclude:
                 self._len = sum(1 for sid in self.ids() if sid not in self.exclude)
             else:
-                self._len = sum(pq.ParquetFile(p).metadata.num_rows for p in self.paths)
+                self._len = sum(open_parquet(p).metadata.num_rows for p in self.paths)
         return self._len
 
     def __iter__(self) -> Iterator[Sample]:
@@ -176,7 +176,7 @@ class ItemTable:
 
     def __len__(self) -> int:
         if self._len is None:
-            self._len = pq.ParquetFile(self.path).metadata.num_rows
+            self._len = open_parquet(self.path, ITEM_SCHEMA).metadata.num_rows
         return self._len
 
     def __bool__(self) -> bool:
