@@ -11,6 +11,7 @@ import numpy as np
 from ..ontology import Ontology
 from ..records import Negatives, Sample
 from ..registry import Registry
+from .frequency import FrequencyLedger
 
 
 class NotEnoughOptions(Exception):
@@ -23,7 +24,9 @@ class OptionRequest:
     """What a task asks a sampler for: ``n_options - 1 - len(mandatory)`` distractors.
 
     Visual samplers find the query image by ``sample.sample_id`` among the samples they were
-    fitted on, or use ``embedding`` (a unit vector) when it is given.
+    fitted on, or use ``embedding`` (a unit vector) when it is given. With a ``ledger`` (the
+    task's, from its generator context) a sampler draws the texts owed showings first and
+    records the item; without one it ignores frequency.
     """
 
     truth: str
@@ -33,6 +36,7 @@ class OptionRequest:
     mandatory: tuple[str, ...] = ()
     ontology: Ontology = field(default_factory=Ontology)
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    ledger: FrequencyLedger | None = field(default=None, compare=False, repr=False)
 
     def mandatory_distractors(self) -> list[str]:
         """Mandatory options other than the truth (a truth of "Healthy" drops "Healthy")."""

@@ -14,6 +14,7 @@ from ..store.packed import SortedStrings
 from ..vocab import first_apart, unnested
 from .base import OptionRequest, not_enough
 from .embedder import l2_normalise
+from .frequency import owed_order
 
 
 @dataclass
@@ -127,21 +128,34 @@ def choose_top(
     request: OptionRequest,
     class_scores: Mapping[str, float],
     what: str,
+    balance: Balance | None = None,
 ) -> Negatives:
     """Mandatory options first, then the ``need`` highest-scoring allowed classes (ties by
     name), none whose text contains another option's unless every allowed class is shown;
-    scores are aligned with candidates, NaN where a mandatory option has no score."""
+    scores are aligned with candidates, NaN where a mandatory option has no score.
+
+    With ``balance`` and the task's ledger in the request, the ``need`` are taken among the
+    ``balance.window(need)`` most similar classes, those owed showings first
+    (:func:`owed_order`), and the item is recorded; returned in score order either way."""
     mandatory = request.mandatory_distractors()
     need = request.distractors_needed()
     allowed = allowed_classes(request, sorted(class_scores))
     if need < 0 or len(allowed) < need:
         raise not_enough(request, len(allowed), need, what)
     ranked = sorted(allowed, key=lambda c: (-class_scores[c], c))
+    ledger = request.ledger if balance is not None else None
     if len(allowed) > need:  # a choice: skip a class whose text nests with an option taken
-        ranked = first_apart(unnested([request.truth, *mandatory], ranked), need)
+        ranked = unnested([request.truth, *mandatory], ranked)
+        if ledger is not None:
+            k = balance.window(need)
+            head = owed_order(ranked[:k], ledger, request.n_options, balance.hardness)
+            ranked = head + ranked[k:]
+        ranked = first_apart(ranked, need)
         if len(ranked) < need:
             raise not_enough(request, len(ranked), need, what + " whose texts do not nest")
-    ranked = ranked[:need]
+    ranked = sorted(ranked[:need], key=lambda c: (-class_scores[c], c))
+    if request.ledger is not None:
+        request.ledger.record(request.truth, mandatory + ranked)
     scores = [float(class_scores.get(m, np.nan)) for m in mandatory]
     scores += [float(class_scores[c]) for c in ranked]
     return Negatives(
@@ -150,3 +164,27 @@ def choose_top(
         scores=tuple(round(s, 6) for s in scores),
         pool_size=len(allowed),
     )
+
+
+@dataclass(frozen=True)
+class Balance:
+    """How a visual sampler trades hardness for distractor frequency (issue 32.2): the
+    distractors are chosen among the ``breadth x need`` most similar classes, a class owed
+    showings climbing ``1 / hardness`` ranks per showing owed."""
+
+    breadth: float = 2.0
+    hardness: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.breadth < 1 or self.hardness < 0:
+            raise ValueError(
+                f"need breadth >= 1 and hardness >= 0, got {self.breadth=}, {self.hardness=}"
+            )
+
+    def window(self, need: int) -> int:
+        return max(need, int(np.ceil(self.breadth * need)))
+
+    @classmethod
+    def of(cls, balance_frequency: bool, breadth: float, hardness: float) -> Balance | None:
+        """The sampler parameters as a policy (``None``: frequency ignored, pure hardness)."""
+        return cls(float(breadth), float(hardness)) if balance_frequency else None

@@ -12,7 +12,7 @@ from ..records import Negatives, Sample
 from ..store.packed import SortedStrings
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
-from .visual_base import choose_top, normalise_rows, unfitted_query
+from .visual_base import Balance, choose_top, normalise_rows, unfitted_query
 
 AGGREGATES = ("max", "mean", "topk")
 
@@ -22,7 +22,10 @@ class VisualClassSampler:
     """Score each class by ``aggregate`` (max / mean / mean of the ``topk`` best) of the
     query's cosine similarity to that class's library of up to ``library_size`` images; the
     query itself is never in its own comparison. ``same_source`` / ``same_modality`` restrict
-    the library to images of the query's source / modality."""
+    the library to images of the query's source / modality. ``balance_frequency`` (true),
+    ``breadth`` (2.0), ``hardness`` (1.0): with the task's ledger, the distractors come from the
+    ``breadth x need`` best classes, those owed showings first
+    (:class:`~medvqa_build.negatives.visual_base.Balance`)."""
 
     name = "visual_class"
     needs_embeddings = True
@@ -36,11 +39,15 @@ class VisualClassSampler:
         same_source: bool = False,
         same_modality: bool = False,
         seed: int = 0,
+        balance_frequency: bool = True,
+        breadth: float = 2.0,
+        hardness: float = 1.0,
     ):
         if aggregate not in AGGREGATES:
             raise ValueError(f"unknown aggregate {aggregate!r}: use one of {', '.join(AGGREGATES)}")
         self.library_size, self.aggregate, self.topk = int(library_size), aggregate, int(topk)
         self.same_source, self.same_modality, self.seed = same_source, same_modality, seed
+        self.balance = Balance.of(balance_frequency, breadth, hardness)
         self._pool: _PoolRows | None = None
 
     def fit(
@@ -117,7 +124,9 @@ class VisualClassSampler:
         return scores
 
     def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
-        return choose_top(self.name, request, self.class_scores(request), "visually ranked classes")
+        return choose_top(
+            self.name, request, self.class_scores(request), "visually ranked classes", self.balance
+        )
 
 
 def _width(embeddings) -> int:

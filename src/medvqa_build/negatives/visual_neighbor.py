@@ -21,7 +21,14 @@ from ..store.row_file import RowFile
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
 from .index import EmbeddingIndex
-from .visual_base import PoolTable, allowed_classes, choose_top, normalise_rows, unfitted_query
+from .visual_base import (
+    Balance,
+    PoolTable,
+    allowed_classes,
+    choose_top,
+    normalise_rows,
+    unfitted_query,
+)
 
 _READ_ROWS = 1024  # pool rows read, normalised and written at a time (2 MiB at 512-d)
 
@@ -33,6 +40,10 @@ class VisualNeighborSampler:
 
     ``memory_mib``: the largest pool (its unit vectors, float32) kept in memory; a larger one
     is kept on disk in ``spill_dir`` (default: the system's temporary folder, ``TMPDIR``).
+
+    ``balance_frequency`` (true), ``breadth`` (2.0), ``hardness`` (1.0): with the task's
+    ledger, the distractors come from the ``breadth x need`` nearest labels, those owed
+    showings first (:class:`~medvqa_build.negatives.visual_base.Balance`).
     """
 
     name = "visual_neighbor"
@@ -48,12 +59,16 @@ class VisualNeighborSampler:
         index: Mapping[str, Any] | None = None,
         memory_mib: float = 64,
         spill_dir: str | os.PathLike | None = None,
+        balance_frequency: bool = True,
+        breadth: float = 2.0,
+        hardness: float = 1.0,
     ):
         self.k = int(k)
         self.same_source, self.same_modality = same_source, same_modality
         self.exclude_same_group = exclude_same_group
         self.index_params = dict(index or {})
         self.memory_mib, self.spill_dir = float(memory_mib), spill_dir
+        self.balance = Balance.of(balance_frequency, breadth, hardness)
         self._table: PoolTable | None = None
 
     def fit(
@@ -145,7 +160,9 @@ class VisualNeighborSampler:
             k = min(n, k * 4)
 
     def sample(self, request: OptionRequest, rng: np.random.Generator) -> Negatives:
-        scores = self.class_scores(request, request.distractors_needed())
+        need = request.distractors_needed()
+        want = self.balance.window(need) if self.balance and request.ledger else need
+        scores = self.class_scores(request, want)
         t = self._fitted()
         q, row = self._query(request)
         for m in request.mandatory_distractors():
@@ -157,7 +174,9 @@ class VisualNeighborSampler:
             rows = rows[rows != row]
             if len(rows):  # score a mandatory option by its nearest image
                 scores[m] = self._best_similarity(rows, q)
-        return choose_top(self.name, request, scores, "labels among the nearest images")
+        return choose_top(
+            self.name, request, scores, "labels among the nearest images", self.balance
+        )
 
     def _best_similarity(self, rows: np.ndarray, q: np.ndarray) -> float:
         step = _READ_ROWS if self.spilled else max(1, len(rows))  # in memory: one product

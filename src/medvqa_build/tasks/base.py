@@ -15,6 +15,7 @@ import numpy as np
 from ..media.encode import encode_image
 from ..media.refs import generated_ref, sample_ref
 from ..negatives import OptionRequest, place_answer
+from ..negatives.frequency import FrequencyLedger
 from ..ontology import Ontology
 from ..records import DrawnShape, Item, Region, Sample
 from ..registry import Registry
@@ -67,6 +68,8 @@ class GenContext:
     out_dir: Path | None = None  # where synthesised images go (``generated://`` refs)
     pool: Sequence[Sample] = ()  # every sample the task may use (``draws_from_pool`` tasks)
     roots: dict[str, Path] = field(default_factory=dict)  # source id -> its files (or materialised)
+    # each option text's showings as the answer and as a distractor in this task (issue 32.2)
+    ledger: FrequencyLedger = field(default_factory=FrequencyLedger)
 
     def write_image(self, name: str, rgb: np.ndarray) -> str:
         """Save a synthesised image (PNG, lossless) in the generate stage; returns its reference."""
@@ -200,6 +203,7 @@ class TaskGenerator(ABC):
             sample=cand.sample,
             mandatory=tuple(spec.negatives.mandatory),
             ontology=ctx.ontologies.get(source, Ontology()),
+            ledger=ctx.ledger,
         )
         negatives = ctx.sampler.sample(request, ctx.rng)
         slot = ctx.slots.next(spec.name, spec.n_options)

@@ -88,6 +88,7 @@ def sampled_distractors(
         sample=cand.sample,
         mandatory=tuple(m for m in ctx.spec.negatives.mandatory if m.casefold() not in banned),
         ontology=ctx.ontologies.get(source, Ontology()),
+        ledger=ctx.ledger,
     )
     return ctx.sampler.sample(request, ctx.rng)
 

@@ -79,6 +79,7 @@ class SpineDiagnosis(TaskGenerator):
             sample=cand.sample,
             mandatory=tuple(spec.negatives.mandatory),
             ontology=onto,
+            ledger=ctx.ledger,
         )
         negatives = ctx.sampler.sample(request, ctx.rng)
         slot = ctx.slots.next(spec.name, spec.n_options)

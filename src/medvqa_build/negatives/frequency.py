@@ -1,0 +1,62 @@
+"""Distractor frequency that tells nothing about the answer (issue 32.2).
+
+A task whose answers are skewed ("polyp" in most region items) and whose distractors are drawn
+uniformly shows the frequent answer in nearly every item: "pick the option text seen most"
+then beats chance without looking at an image, and a text that is only ever a distractor is
+never the answer. The :class:`FrequencyLedger` of a task counts, per option text, its items as
+the answer and as a distractor; a text is owed ``(n_options - 1) x answers - distractors``
+showings, so that at the end each text is the answer in about ``1 / n_options`` of the items
+that show it, whatever its share of the answers. Samplers draw the texts they owe first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+FLOOR = 0.05  # weight of a text owed nothing: drawn only when too few texts are owed
+
+
+class FrequencyLedger:
+    """Per task: how often each option text was the answer and how often a distractor.
+
+    A generator's context holds one per task; a sampler reads it through the request and
+    records each item it completes (the answer, then every distractor shown)."""
+
+    def __init__(self) -> None:
+        self.answers: Counter[str] = Counter()
+        self.distractors: Counter[str] = Counter()
+
+    def owed(self, text: str, n_options: int) -> int:
+        """Distractor showings ``text`` is owed: ``(n_options - 1)`` per time it was the
+        answer, less the times it was already a distractor (negative: shown too often)."""
+        return (n_options - 1) * self.answers[text] - self.distractors[text]
+
+    def record(self, truth: str, distractors: Iterable[str]) -> None:
+        self.answers[truth] += 1
+        self.distractors.update(distractors)
+
+    def weights(self, texts: Sequence[str], n_options: int) -> np.ndarray:
+        """Draw weights: the showings owed, at least :data:`FLOOR` (never zero, so a text
+        owed nothing still fills an item that has too few owed texts)."""
+        owed = np.array([self.owed(t, n_options) for t in texts], dtype=np.float64)
+        return np.maximum(owed, 0.0) + FLOOR
+
+
+def weighted_order(texts: Sequence[str], weights: np.ndarray, rng) -> list[str]:
+    """``texts`` in a weighted random order without replacement (Efraimidis and Spirakis:
+    the largest ``log(u) / w`` first), so the first ``k`` are a weighted draw of ``k``."""
+    if not len(texts):
+        return []
+    keys = np.log(rng.random(len(texts))) / np.asarray(weights, dtype=np.float64)
+    return [texts[i] for i in np.argsort(-keys, kind="stable")]
+
+
+def owed_order(ranked: Sequence[str], ledger: FrequencyLedger, n_options: int, hardness: float):
+    """``ranked`` (most similar first) reordered by ``owed - hardness x rank``, ties by rank:
+    with an empty ledger the visual order itself, and a text owed showings climbs past more
+    similar texts the more it is owed (``hardness`` showings per rank it climbs)."""
+    keyed = [(-(ledger.owed(t, n_options) - hardness * r), r, t) for r, t in enumerate(ranked)]
+    return [t for *_, t in sorted(keyed)]
