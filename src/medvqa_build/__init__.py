@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .api import (
         build,
         convert_source,
+        diff,
         inspect_source,
         list_sources,
         load_recipe,
@@ -38,6 +39,7 @@ _PUBLIC = {
     "Sample": "records",
     "build": "api",
     "convert_source": "api",
+    "diff": "api",
     "inspect_source": "api",
     "list_sources": "api",
     "load_recipe": "api",
@@ -54,6 +56,7 @@ __all__ = [
     "Sample",
     "build",
     "convert_source",
+    "diff",
     "inspect_source",
     "list_sources",
     "load_recipe",

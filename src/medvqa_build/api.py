@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,15 @@ from .pipeline.clean import Stale
 from .pipeline.clean import clean_build as _clean_build
 from .recipe import Recipe
 from .records import QuarantineEntry
+from .release import (
+    card_section,
+    changes_markdown,
+    diff_releases,
+    failed_rules,
+    parse_fail_on,
+    read_release,
+)
+from .release.changes import card_of, refresh_checksum, write_card_section
 from .review import apply_decisions, write_preview
 from .sources import GENERATORS, Source, all_sources, get_source
 from .sources.inspection import SourceInspection
@@ -32,7 +42,7 @@ from .stages.convert import (
 )
 from .stages.export import export_context
 from .stages.validate import ValidationInputs, validate
-from .store.atomic import folder_written_aside
+from .store.atomic import folder_written_aside, write_atomic
 from .store.quarantine import read_quarantine
 from .validate import Problem, write_validation_report
 from .validate.blind import blind_summary
@@ -242,6 +252,41 @@ def apply_review(build_dir: str | os.PathLike, decisions: str | os.PathLike, **o
     return apply_decisions(build_dir, decisions, **options)
 
 
+def diff(
+    old: str | os.PathLike,
+    new: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    *,
+    card: bool = False,
+    previous: str | None = None,
+) -> dict:
+    """What changed from release ``old`` to ``new`` (each a build folder or an HF export
+    folder): a JSON-ready dict (see docs/releases.md). With ``out``, ``diff.md`` and
+    ``diff.json`` are written there; ``card`` puts a "Changes since <previous>" section into
+    ``new``'s card (an HF folder's README.md, a build's hf/README.md and its checksum line)."""
+    a, b = read_release(old), read_release(new)
+    result = diff_releases(a, b, old_label=str(old), new_label=str(new))
+    result["old"]["label"] = previous or result["old"]["label"]
+    if out is not None:
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        write_atomic(d / "diff.json", json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(d / "diff.md", changes_markdown(result))
+    if card:
+        target = card_of(b.path, b.kind)
+        if target is None:
+            raise UsageError(
+                "--card: the new release has no card to write into",
+                where=str(new),
+                fix="export the build's hf format first, or drop --card",
+            )
+        write_card_section(target, card_section(result, previous))
+        if b.kind == "build":
+            refresh_checksum(b.path, target)
+        result["card"] = str(target)
+    return result
+
+
 def build_item_count(build_dir: str | os.PathLike) -> int:
     """How many items a finished build holds."""
     return len(BuildDir.open(build_dir).items())
@@ -251,15 +296,19 @@ __all__ = [
     "apply_review",
     "build",
     "build_item_count",
+    "changes_markdown",
     "clean_build",
     "convert_source",
+    "diff",
     "export_build",
+    "failed_rules",
     "inspect_source",
     "list_sources",
     "load_recipe",
     "load_source",
     "make_synthetic",
     "nothing_converted",
+    "parse_fail_on",
     "preview_build",
     "push_build",
     "quarantine_of",

@@ -29,7 +29,7 @@ LAYERS = {
     # chaining the stages; the build folder
     "pipeline": 4,
     # the surface
-    "api": 5, "cli": 5, "review": 5, "__init__": 5, "__main__": 5,
+    "api": 5, "cli": 5, "review": 5, "release": 5, "__init__": 5, "__main__": 5,
 }  # fmt: skip
 # modules that import an optional dependency (ray, torch/open_clip, scikit-learn) at their top,
 # with that dependency: the only targets an import inside a function may have, so a build

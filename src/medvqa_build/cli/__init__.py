@@ -1,5 +1,6 @@
 """``medvqa-build``: thin commands over :mod:`medvqa_build.api`, one module per group
-(:mod:`.build`, :mod:`.publish`, :mod:`.score`, :mod:`.review`), each registering its own parsers.
+(:mod:`.build`, :mod:`.publish`, :mod:`.score`, :mod:`.review`, :mod:`.diff`), each
+registering its own parsers.
 
 User mistakes and damaged states (a corrupt build, a full disk: :mod:`.failures`) print one line
 (what, where, how to fix) and exit 2; validation failures exit 1. A command that fails removes
@@ -14,7 +15,7 @@ import sys
 import traceback
 
 from ..errors import MedvqaError
-from . import build, failures, publish, review, score
+from . import build, diff, failures, publish, review, score
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -29,6 +30,7 @@ def make_parser() -> argparse.ArgumentParser:
     publish.register(sub)
     score.register(sub)
     review.register(sub)
+    diff.register(sub)
     return parser
 
 
