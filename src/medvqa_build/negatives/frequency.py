@@ -28,6 +28,7 @@ class FrequencyLedger:
     def __init__(self) -> None:
         self.answers: Counter[str] = Counter()
         self.distractors: Counter[str] = Counter()
+        self.ranks: Counter[int] = Counter()  # the answer's rank among ordered options
 
     def owed(self, text: str, n_options: int) -> int:
         """Distractor showings ``text`` is owed: ``(n_options - 1)`` per time it was the

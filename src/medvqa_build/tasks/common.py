@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-import numpy as np
-
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import Item, Negatives
@@ -91,22 +89,6 @@ def sampled_distractors(
         ledger=ctx.ledger,
     )
     return ctx.sampler.sample(request, ctx.rng)
-
-
-def count_distractors(
-    truth: int, n_distractors: int, max_count: int, rng: np.random.Generator
-) -> list[int]:
-    """``n_distractors`` other counts in ``0..max_count``, the nearest to ``truth`` preferred
-    (EndoBench's instrument-counting options look like "0, 1, 2, 3" or "0, 1, 2, 4")."""
-    others = [c for c in range(max_count + 1) if c != truth]
-    if len(others) < n_distractors:
-        raise ItemProblem(
-            f"counts 0..{max_count} give {len(others)} distractors, need {n_distractors}"
-        )
-    # distance-weighted draw without replacement: nearby counts are likelier, far ones possible
-    weights = np.array([1.0 / abs(c - truth) for c in others])
-    picks = rng.choice(len(others), size=n_distractors, replace=False, p=weights / weights.sum())
-    return sorted(others[i] for i in picks)
 
 
 def region_candidates(samples, labels: Sequence[str] = ()) -> list[Candidate]:

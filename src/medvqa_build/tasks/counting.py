@@ -1,6 +1,6 @@
 """Counting: EndoBench's Lesion Quantification (polyp counting, six options ``0, 1, 2, 3, 4,
 More than 4``; lesion counting, four options) and Instrument Counting (four options such as
-``0, 1, 2, 3`` or ``0, 1, 2, 4``).
+``0, 1, 2, 3`` or ``0, 1, 2, 4``; here the truth's rank among them is spread evenly).
 
 The count is, in order of preference: the sample attribute ``params.count_attribute`` (e.g.
 LDPolypVideo's ``polyp_count``), the number of ``tool:<name>`` attributes equal to ``1``
@@ -18,14 +18,16 @@ from typing import ClassVar
 from ..records import Item, Sample
 from ..vocab import LETTERS
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
-from .common import choice_item, count_distractors, templated
+from .common import choice_item, templated
+from .count_options import count_distractors
 
 TOOL_PREFIX = "tool:"
 
 
 class CountingTask(TaskGenerator):
     """Base of the counting tasks: ``fixed_options`` (polyp counting) or computed distractor
-    counts around the truth in ``0..max_count`` (the other counting tasks)."""
+    counts in ``0..max_count`` (the other counting tasks), the truth's rank among them spread
+    evenly over the task (:mod:`.count_options`)."""
 
     per_sample = True  # candidates from one sample at a time: the pool is streamed
 
@@ -118,7 +120,7 @@ class CountingTask(TaskGenerator):
             )
         n = int(cand.extra["count"])
         max_count = max(int(self.params.get("max_count", self.default_max_count)), n)
-        others = count_distractors(n, ctx.spec.n_options - 1, max_count, ctx.rng)
+        others = count_distractors(n, ctx.spec.n_options - 1, max_count, ctx.rng, ctx.ledger)
         return choice_item(
             cand,
             ctx,
@@ -126,7 +128,7 @@ class CountingTask(TaskGenerator):
             [str(o) for o in others],
             question,
             template_id,
-            "nearby_counts",
+            "rank_balanced_counts",
             pool_size=max_count,
         )
 
