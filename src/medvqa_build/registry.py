@@ -46,6 +46,11 @@ class Registry(Generic[T]):
                 fix=f"use one of: {known}",
             ) from None
 
+    def module(self, name: str) -> str:
+        """The module that defines entry ``name`` (a class, a function or an instance): its
+        code is what a stage that runs the entry depends on (``Stage.plugins``)."""
+        return self.get(name).__module__
+
     def names(self) -> list[str]:
         return sorted(self._entries)
 

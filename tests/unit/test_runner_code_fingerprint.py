@@ -1,6 +1,6 @@
 """A stage output made by other code is rebuilt, not reused; an edit that cannot change what
 a stage writes (a comment, a docstring, a module the stage never imports) reuses it
-(runner.code_fingerprint, per stage).
+(runner.code_fingerprint, per stage and per plug-in it runs).
 
 The version number does not change with every edit of a checkout; before stage outputs were
 keyed by code, a build folder made before the contour tracer changed kept serving the old
@@ -22,8 +22,12 @@ class _Stage(Stage):
         return {}
 
 
-def _fresh(monkeypatch, tmp_path, edits: dict[str, str]) -> dict[str, str]:
-    """Every stage's code fingerprint over a copy of the package with ``edits`` applied."""
+PLUGINS = ("medvqa_build.render.contour", "medvqa_build.export.hf", "medvqa_build.tasks.counting")
+
+
+def _fresh(monkeypatch, tmp_path, edits: dict[str, str], new: dict[str, str] | None = None):
+    """Every stage's code fingerprint, and some plug-ins', over a copy of the package with
+    ``edits`` applied and the ``new`` files added."""
     package = Path(runner.__file__).resolve().parents[1]
     copy = tmp_path / "medvqa_build"
     for path in package.rglob("*.py"):
@@ -34,13 +38,17 @@ def _fresh(monkeypatch, tmp_path, edits: dict[str, str]) -> dict[str, str]:
             if path.relative_to(package).as_posix() == rel:
                 text = change(text)
         target.write_text(text)
+    for rel, text in (new or {}).items():
+        (copy / rel).write_text(text)
     monkeypatch.setattr(runner, "_PACKAGE", copy)
-    for cached in (runner.code_fingerprint, runner._tree, runner._code_digest):
+    caches = (runner.code_fingerprint, runner._tree, runner._code_digest, runner._used_names)
+    for cached in caches:
         cached.cache_clear()
     try:
-        return {type(s).__module__: runner.code_fingerprint(type(s).__module__) for s in STAGES}
+        modules = [type(s).__module__ for s in STAGES] + list(PLUGINS)
+        return {m: runner.code_fingerprint(m) for m in modules}
     finally:
-        for cached in (runner.code_fingerprint, runner._tree, runner._code_digest):
+        for cached in caches:
             cached.cache_clear()
 
 
@@ -58,7 +66,7 @@ def test_docs_and_comments_rebuild_nothing(monkeypatch, tmp_path):
     assert docs == base
 
 
-def test_a_code_edit_rebuilds_the_stages_that_import_it(monkeypatch, tmp_path):
+def test_a_code_edit_rebuilds_the_stages_that_run_it(monkeypatch, tmp_path):
     base = _fresh(monkeypatch, tmp_path / "a", {})
     edited = _fresh(
         monkeypatch,
@@ -66,8 +74,36 @@ def test_a_code_edit_rebuilds_the_stages_that_import_it(monkeypatch, tmp_path):
         {"render/contour.py": lambda t: t + "\n\nEDITED = True\n"},
     )
     changed = {m for m in base if base[m] != edited[m]}
-    assert "medvqa_build.stages.render" in changed
-    assert "medvqa_build.stages.convert" not in changed  # convert never draws a contour
+    # the contour renderer is a plug-in: it addresses the stages that run it (Stage.plugins),
+    # not every stage that looks a renderer up
+    assert changed == {"medvqa_build.render.contour"}
+
+
+def test_a_new_unused_plugin_changes_no_stage_code(monkeypatch, tmp_path):
+    """A new exporter module and its registration line in ``export/__init__``: no stage's
+    own code and no other plug-in's code changes (issue 34: a new ``jsonl.py`` rebuilt the hf
+    and vlmeval exports)."""
+    base = _fresh(monkeypatch, tmp_path / "a", {})
+    module = (
+        "from .base import EXPORTERS\n\n\n"
+        "@EXPORTERS.register('x')\ndef f(ctx, out):\n    return {}\n"
+    )
+    register = 'from . import native as _native  # noqa: F401  (registers "medsg", "spinebench")\n'
+    added = _fresh(
+        monkeypatch,
+        tmp_path / "b",
+        {"export/__init__.py": lambda t: t.replace(register, register + "from . import x as _x\n")},
+        {"export/x.py": module},
+    )
+    assert added == base
+    # a real import of the module (its name read) is followed
+    used = _fresh(
+        monkeypatch,
+        tmp_path / "c",
+        {"export/hf.py": lambda t: t + "\nfrom . import x\n\nX = x.f\n"},
+        {"export/x.py": module},
+    )
+    assert {m for m in base if base[m] != used[m]} == {"medvqa_build.export.hf"}
 
 
 def test_a_stage_built_by_other_code_is_rebuilt(tmp_path, monkeypatch):

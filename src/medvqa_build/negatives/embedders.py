@@ -11,6 +11,19 @@ from . import offline_embedder, open_clip_embedder  # noqa: F401  (register the 
 from .embedder import EMBEDDERS, Embedder, EmbedderError
 
 
+def embedder_name(spec: str | Mapping[str, Any] | Embedder) -> str | None:
+    """The registered name a recipe's ``embedder`` value builds (None for an embedder object
+    or a value :func:`make_embedder` refuses): without building it, which may load torch."""
+    if isinstance(spec, str):
+        return spec.partition(":")[0]
+    if isinstance(spec, Mapping):
+        if "name" in spec:
+            return str(spec["name"])
+        if len(spec) == 1:
+            return str(next(iter(spec)))
+    return None
+
+
 def make_embedder(spec: str | Mapping[str, Any] | Embedder) -> Embedder:
     """Build an embedder from a recipe value.
 

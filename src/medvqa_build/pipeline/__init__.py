@@ -141,7 +141,14 @@ def run(stage: Stage, ctx: BuildContext) -> list[StageResult]:
     if not stage.enabled(ctx):
         return []
     results = [
-        run_stage(ctx.out, stage, key, stage.inputs(ctx, key), _builder(stage, ctx, key))
+        run_stage(
+            ctx.out,
+            stage,
+            key,
+            stage.inputs(ctx, key),
+            _builder(stage, ctx, key),
+            plugins=stage.plugins(ctx, key),
+        )
         for key in stage.keys(ctx)
     ]
     ctx.results += results

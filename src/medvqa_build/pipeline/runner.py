@@ -6,15 +6,17 @@ marker, so an interrupted run leaves nothing half-written and a rerun reuses fin
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 import logging
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,20 +32,27 @@ log = logging.getLogger(__name__)
 MARKER = "_SUCCESS.json"
 
 
-def stage_fingerprint(stage: Stage, inputs: Any) -> str:
+def stage_fingerprint(stage: Stage, inputs: Any, plugins: Iterable[str] = ()) -> str:
     """The content address of one stage output: the stage, its version, the library version,
-    the stage's own code (:func:`code_fingerprint`) and its inputs."""
-    return fingerprint(
-        stage.name, stage.version, __version__, code_fingerprint(type(stage).__module__), inputs
-    )
+    the stage's own code (:func:`code_fingerprint`), the code of the plug-ins it runs
+    (``plugins``: module names, :meth:`~medvqa_build.stages.base.Stage.plugins`) and its
+    inputs."""
+    parts = [stage.name, stage.version, __version__, code_fingerprint(type(stage).__module__)]
+    used = {m: code_fingerprint(m) for m in sorted(set(plugins))}
+    return fingerprint(*parts, inputs, used) if used else fingerprint(*parts, inputs)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def code_fingerprint(module: str) -> str:
-    """A hash of the code of ``module`` and of every package module it imports, directly or
-    not, read as syntax trees without docstrings: a stage's outputs are reused only while the
-    code that writes them is unchanged, and an edited comment or docstring (or a module the
-    stage never imports) rebuilds nothing."""
+    """A hash of the code of ``module`` and of every module it imports, directly or not, read
+    as syntax trees without docstrings: a stage's outputs are reused only while the code that
+    writes them is unchanged, and an edited comment or docstring (or a module the stage never
+    imports) rebuilds nothing.
+
+    An import made only to register plug-ins (``from . import hf as _hf`` in a registry's
+    ``__init__``: the name is never used) is not followed, so a stage does not depend on every
+    plug-in of a registry it looks one up in; the plug-ins it runs are added by the stage
+    (:func:`stage_fingerprint`)."""
     digest = hashlib.sha256()
     for name in sorted(_closure(module)):
         digest.update(name.encode() + b"\0" + _code_digest(name))
@@ -54,6 +63,11 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 
 
 def _module_path(name: str) -> Path | None:
+    """The file of a package module; of another module (a plug-in registered from outside the
+    package), the file it was imported from."""
+    if name.split(".")[0] != _PACKAGE.name:
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        return Path(origin) if origin and origin.endswith(".py") else None
     rel = Path(*name.split(".")[1:])
     for path in (_PACKAGE / rel / "__init__.py", (_PACKAGE / rel).with_suffix(".py")):
         if path.is_file():
@@ -69,7 +83,8 @@ def _tree(name: str) -> ast.Module | None:
 
 def _closure(module: str) -> set[str]:
     """``module`` and the package modules it imports, transitively (imports inside
-    functions included: they run with the stage too)."""
+    functions included: they run with the stage too), but not the modules imported only to
+    register them (:func:`_used_names`)."""
     seen: set[str] = set()
     todo = [module]
     while todo:
@@ -78,15 +93,33 @@ def _closure(module: str) -> set[str]:
             continue
         seen.add(name)
         is_pkg = _module_path(name).name == "__init__.py"
+        used = _used_names(name)
         for node in ast.walk(_tree(name)):
             if isinstance(node, ast.ImportFrom):
-                todo += _targets(name, is_pkg, node)
+                todo += _targets(name, is_pkg, node, used)
             elif isinstance(node, ast.Import):
                 todo += [a.name for a in node.names if a.name.startswith("medvqa_build")]
     return seen
 
 
-def _targets(name: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
+@lru_cache(maxsize=512)
+def _used_names(name: str) -> frozenset[str]:
+    """The names a module reads (and lists in ``__all__``): an imported name outside it was
+    imported for the import's side effect alone, a registration."""
+    names: set[str] = set()
+    for node in ast.walk(_tree(name)):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            and isinstance(node.value, ast.List | ast.Tuple)
+        ):
+            names |= {e.value for e in node.value.elts if isinstance(e, ast.Constant)}
+    return frozenset(names)
+
+
+def _targets(name: str, is_pkg: bool, node: ast.ImportFrom, used: frozenset[str]) -> list[str]:
     if node.level == 0:
         base = node.module or ""
         if not base.startswith("medvqa_build"):
@@ -95,13 +128,26 @@ def _targets(name: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
         parts = name.split(".") if is_pkg else name.split(".")[:-1]
         parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
         base = ".".join(parts + ([node.module] if node.module else []))
-    return [base] + [f"{base}.{a.name}" for a in node.names]
+    names = [a.name for a in node.names if node.module or (a.asname or a.name) in used]
+    return [base] + [f"{base}.{n}" for n in names]
+
+
+def _registers_only(node: ast.stmt, used: frozenset[str]) -> bool:
+    """``from . import hf as _hf`` with ``_hf`` never read: an import for its side effect,
+    registering a plug-in, which is followed only by the stages that run the plug-in."""
+    return (
+        isinstance(node, ast.ImportFrom)
+        and node.module is None
+        and all((a.asname or a.name) not in used for a in node.names)
+    )
 
 
 @lru_cache(maxsize=512)
 def _code_digest(name: str) -> bytes:
-    """The module's syntax tree without docstrings (comments are not in the tree)."""
-    tree = _tree(name)
+    """The module's syntax tree without docstrings (comments are not in the tree) and
+    without its registration imports (an unused plug-in's line in its registry)."""
+    tree = copy.deepcopy(_tree(name))
+    tree.body = [s for s in tree.body if not _registers_only(s, _used_names(name))]
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -115,9 +161,11 @@ def _code_digest(name: str) -> bytes:
     return hashlib.sha256(ast.dump(tree).encode()).digest()
 
 
-def stage_done(build_dir: Path, stage: Stage, key: str, inputs: Any) -> bool:
+def stage_done(
+    build_dir: Path, stage: Stage, key: str, inputs: Any, plugins: Iterable[str] = ()
+) -> bool:
     """Whether ``run_stage`` with these arguments would reuse a finished output."""
-    fp = stage_fingerprint(stage, inputs)
+    fp = stage_fingerprint(stage, inputs, plugins)
     marker = build_dir / "stages" / stage.name / f"{key}-{fp[:16]}" / MARKER
     return marker.is_file() and json.loads(marker.read_text()).get("fingerprint") == fp
 
@@ -128,10 +176,12 @@ def run_stage(
     key: str,
     inputs: Any,
     build: Callable[[Path], dict[str, Any]],
+    plugins: Iterable[str] = (),
 ) -> StageResult:
-    """Reuse ``build_dir/stages/<name>/<key>-<fp>`` if complete, else build it atomically."""
+    """Reuse ``build_dir/stages/<name>/<key>-<fp>`` if complete, else build it atomically;
+    ``plugins``: the modules of the plug-ins the key runs (:func:`stage_fingerprint`)."""
     name = stage.name
-    fp = stage_fingerprint(stage, inputs)
+    fp = stage_fingerprint(stage, inputs, plugins)
     final = build_dir / "stages" / name / f"{key}-{fp[:16]}"
     marker = final / MARKER
     if marker.is_file():

@@ -99,6 +99,13 @@ class Stage(ABC):
     def inputs(self, ctx: BuildContext, key: str) -> Any:
         """What addresses the key's output (JSON-able): equal inputs, equal output."""
 
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        """The modules of the plug-ins the key runs (its exporter, generators, layouts,
+        renderers, embedder; ``Registry.module``): their code, and what it imports, addresses
+        the key's output as the stage's own code does. A registry's other plug-ins are not
+        part of it, so adding or editing an unused one rebuilds nothing."""
+        return []
+
     @abstractmethod
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         """Write the key's output into ``out``; return its stats."""

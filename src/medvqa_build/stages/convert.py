@@ -438,6 +438,10 @@ class Convert(Stage):
             "max_pixels": ctx.recipe.max_pixels,
         }
 
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        """The layouts of the source's parts."""
+        return [type(layout).__module__ for _, layout in get_source(key).layouts]
+
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         spec = next(s for s in ctx.recipe.sources if s.id == key)
         return convert_source(

@@ -25,12 +25,14 @@ from ..media.refs import resolve_image, sample_ref, split_fragment
 from ..media.video import VideoProblem
 from ..media.volume import VolumeProblem
 from ..negatives import (
+    EMBEDDERS,
     SAMPLERS,
     UndecodableImage,
     embed_with_cache,
     load_image_rgb,
     make_embedder,
 )
+from ..negatives.embedders import embedder_name
 from ..records import QuarantineEntry, Sample
 from ..store.packed import PackedStrings, SortedStrings
 from ..store.quarantine import write_quarantine
@@ -62,6 +64,11 @@ class Embed(Stage):
 
     def inputs(self, ctx: BuildContext, key: str) -> Any:
         return {"convert": ctx.fingerprints("convert"), "embedder": ctx.recipe.embedder}
+
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        """The recipe's embedder (none for an embedder object passed in)."""
+        name = embedder_name(ctx.recipe.embedder)
+        return [EMBEDDERS.module(name)] if name in EMBEDDERS else []
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         recipe, executor = ctx.recipe, ctx.executor

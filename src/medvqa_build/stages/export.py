@@ -74,6 +74,9 @@ class Export(Stage):
             "format": key,
         }
 
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        return [EXPORTERS.module(key)]
+
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         validation = ctx.last("validate").stats
         exporter_ctx = export_context(

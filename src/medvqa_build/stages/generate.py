@@ -38,6 +38,7 @@ from ..negatives.placement import BalancedSlots
 from ..ontology import Ontology
 from ..recipe import BlindSpec, Recipe, TaskSpec
 from ..records import Item, QuarantineEntry, Sample
+from ..render import RENDERERS
 from ..rng import rng_for
 from ..store.memory import release_freed_memory
 from ..store.packed import PackedStrings
@@ -558,6 +559,17 @@ class Generate(Stage):
             "embed": next(iter(ctx.fingerprints("embed")), None),
             "curate": next(iter(ctx.fingerprints("curate")), None),
         }
+
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        """Each task's generator, option sampler and renderer (its shapes are planned by the
+        renderer of its prompt level), and the renderers a generator draws with itself."""
+        modules = []
+        for t in ctx.recipe.tasks:
+            generator = TASKS.get(t.generator)
+            levels = (t.prompt_level, *generator.draws_with)
+            modules += [generator.__module__, SAMPLERS.module(t.negatives.strategy)]
+            modules += [RENDERERS.module(level) for level in levels]
+        return modules
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         split = ctx.curate_spec.split if ctx.curate_spec is not None else None

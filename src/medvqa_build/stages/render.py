@@ -39,7 +39,7 @@ from ..media.video import VideoProblem
 from ..media.volume import VolumeProblem
 from ..recipe import RenderSpec
 from ..records import Item, QuarantineEntry, Region
-from ..render import Mark, RenderResult, Resize, Style, coord_text, fit_max_side
+from ..render import RENDERERS, Mark, RenderResult, Resize, Style, coord_text, fit_max_side
 from ..render.alignment import check_alignment, check_composite, check_stroke_buffers
 from ..render.base import InPlace, Stroke, paint_in_place, plan_marks, render_in_place
 from ..store.atomic import write_atomic
@@ -461,6 +461,11 @@ class Render(Stage):
             "generate": ctx.last("generate").fingerprint,
             "render": ctx.recipe.render.model_dump(),
         }
+
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        """The renderers of the prompt levels the generated items name."""
+        levels = ItemTable(ctx.last("generate").path / "items.parquet").distinct("prompt_level")
+        return [RENDERERS.module(level) for level in levels]
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         generated = ctx.last("generate")

@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import ValidationFailed
 from ..manifest import SourceManifest
 from ..recipe import BlindSpec
+from ..render import RENDERERS
 from ..store.atomic import write_atomic
 from ..store.tables import ItemTable, SampleTable
 from ..validate import Problem, run_rules, write_validation_report
@@ -98,6 +99,10 @@ class Validate(Stage):
             "blind": blind.model_dump(mode="json"),
             "seed": ctx.recipe.seed,
         }
+
+    def plugins(self, ctx: BuildContext, key: str) -> list[str]:
+        """The renderers of the items' prompt levels (the alignment and geometry checks)."""
+        return [RENDERERS.module(level) for level in ctx.items.distinct("prompt_level")]
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         inputs = ValidationInputs.read(

@@ -213,6 +213,10 @@ class ItemTable:
         """One column of every item (cheap: read without decoding the rest)."""
         return pq.read_table(self.path, columns=[name]).column(name).to_pylist()
 
+    def distinct(self, name: str) -> list:
+        """The values one column takes, sorted (a column read, no Python object per row)."""
+        return sorted(pc.unique(pq.read_table(self.path, columns=[name]).column(name)).to_pylist())
+
     def where(self, column: str, value) -> Iterator[Item]:
         """The items whose ``column`` equals ``value`` (a filtered read, batch by batch)."""
         for batch in iter_batches(self.path, self.batch_rows):

@@ -138,6 +138,9 @@ class TaskGenerator(ABC):
     # cross-modal partners, referring fillers) sets this: ``ctx.pool`` is then a
     # :class:`~medvqa_build.sample_spill.SampleSpill` (on disk; a sample read when indexed).
     draws_from_pool: ClassVar[bool] = False
+    # Renderers the generator draws with itself at generate time (MedSG's reference box),
+    # besides its task's prompt level: their code is part of the generate stage's address.
+    draws_with: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: dict | None = None, n_options: int | None = None):
         self.params = dict(params or {})

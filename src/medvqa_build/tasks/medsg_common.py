@@ -140,6 +140,7 @@ class MedSGTask(TaskGenerator):
     """Base of the MedSG generators: subclasses implement :meth:`build` and give templates."""
 
     needs = "regions with masks (volume slices or 2-D images)"
+    draws_with: ClassVar[tuple[str, ...]] = ("box",)  # the reference image's red box
     default_params: ClassVar[dict[str, Any]] = {}
 
     # what the task's candidates read (see tasks/requirements.py): the region tasks need boxed
