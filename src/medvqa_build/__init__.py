@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         load_recipe,
         load_source,
         make_synthetic,
+        open_samples,
         score,
     )
     from .recipe import Recipe
@@ -45,6 +46,7 @@ _PUBLIC = {
     "load_recipe": "api",
     "load_source": "api",
     "make_synthetic": "api",
+    "open_samples": "api",
     "score": "api",
 }
 
@@ -62,6 +64,7 @@ __all__ = [
     "load_recipe",
     "load_source",
     "make_synthetic",
+    "open_samples",
     "score",
 ]
 

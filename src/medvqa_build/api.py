@@ -37,6 +37,7 @@ from .stages.convert import (
     ConvertResult,
     convert_source,
     nothing_converted,
+    open_samples,
     quarantine_path_for,
     scan_source,
 )
@@ -308,6 +309,7 @@ __all__ = [
     "load_source",
     "make_synthetic",
     "nothing_converted",
+    "open_samples",
     "parse_fail_on",
     "preview_build",
     "push_build",

@@ -4,9 +4,12 @@ hostile corpus's memory and time ceiling."""
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
+from pathlib import Path
 
-from ..fixtures.sources import kvasir_capsule
+import pyarrow.parquet as pq
+import pytest
+
+from ..fixtures.sources import cvc_clinicdb, kvasir, kvasir_capsule
 from .bounded_cli import bounded_cli
 from .test_declared_sizes import converted
 
@@ -47,3 +50,35 @@ def test_a_convert_that_converts_nothing_exits_2_naming_reasons_and_expectation(
     assert "the source expects: metadata.csv (semicolon-separated" in line
     assert "samples.quarantine.json" in line
     assert converted(out)[0]["quarantined"] == 12  # the report is written for the user to read
+
+
+@pytest.mark.parametrize("source", ["kvasir", "cvc-clinicdb"])
+def test_the_table_records_the_root_its_image_paths_are_relative_to(tmp_path, source):
+    """Discovery moves from the ROOT given to the folder holding the data (above it for
+    Kvasir's ``kvasir-dataset-v2/``, below it for a CVC-ClinicDB copy with ``PNG/``), so the
+    ``image`` values are not paths under the ROOT given. The
+    table's metadata, the counts and the console say where they are relative to, and
+    ``mb.open_samples`` finds every file through it."""
+    import medvqa_build as mb
+    from medvqa_build.store.parquet import ROOT_KEY
+
+    data = tmp_path / "dl"
+    if source == "kvasir":  # ROOT = the folder the zip made; the data starts above it
+        kvasir.write(data)
+        given, expected = data / "kvasir-dataset-v2", data
+    else:  # a copy holding PNG/{Original,Ground Truth}: the data starts below ROOT
+        data.mkdir()
+        given, expected = data, cvc_clinicdb.write(tmp_path / "owners").rename(data / "PNG")
+    out = tmp_path / "samples.parquet"
+    proc = bounded_cli("convert", source, given, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, _ = converted(out)
+    root = counts["root"]
+    assert Path(root) == expected.resolve() != given.resolve()
+    assert f"image paths are relative to {root}" in proc.stdout
+    assert pq.read_schema(out).metadata[ROOT_KEY.encode()].decode() == root
+    table = mb.open_samples(out)
+    assert table.root == Path(root) and table.counts()["converted"] == counts["converted"] > 0
+    assert not (given / table.samples[0].image).exists()  # the trap the issue describes
+    assert all(table.image_path(s).is_file() for s in table.samples)
+    assert mb.load_source(source, given).root == Path(root)

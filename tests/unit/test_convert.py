@@ -35,6 +35,7 @@ def test_convert_synthetic_with_corrupt_file(synthetic_root, tmp_path, capsys):
             "surgery": {"found": 8, "converted": 8, "quarantined": 0},
         },
         "parts_missing": {},
+        "root": str(synthetic_root),
     }
     samples = read_samples(out)
     assert len(samples) == 32

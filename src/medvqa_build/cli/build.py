@@ -115,6 +115,8 @@ def _cmd_convert(args) -> int:
         f"{args.source}: found {counts['found']}, converted {counts['converted']}, "
         f"quarantined {counts['quarantined']}; {parts_summary(counts)} -> {out}"
     )
+    if counts.get("root"):
+        print(f"image paths are relative to {counts['root']} (recorded in the table's metadata)")
     if line := labels_missing_summary(counts):
         print(line)
     path, entries = quarantine_of(out)

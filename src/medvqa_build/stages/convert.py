@@ -35,12 +35,21 @@ from ..sources import ScanStats, get_source
 from ..store.atomic import write_atomic
 from ..store.memory import use_returning_memory_pool
 from ..store.parquet import (
+    GIVEN_KEY,
+    ROOT_KEY,
     SampleWriter,
     iter_batches,
     read_samples,
     samples_to_table,
+    table_root,
 )
-from ..store.paths import escaped_name, path_problem, tree_fingerprint, undecodable_name
+from ..store.paths import (
+    contained_path,
+    escaped_name,
+    path_problem,
+    tree_fingerprint,
+    undecodable_name,
+)
 from ..store.quarantine import read_quarantine, write_quarantine
 from ..store.tables import SampleTable
 from .base import BuildContext, Stage, StageResult
@@ -61,11 +70,21 @@ class ConvertResult:
     # the counts file of the conversion (per part, labels left out, parts missing)
     counts_detail: dict = field(default_factory=dict)
     resolution: RootResolution | None = None
+    # the recorded root of a table read back from disk (no resolution was made here)
+    table_root: Path | None = None
 
     @property
     def root(self) -> Path | None:
-        """The folder the samples' ``image`` paths are relative to (found from the ROOT given)."""
-        return self.resolution.root if self.resolution is not None else None
+        """The folder the samples' ``image`` paths are relative to (found from the ROOT given,
+        or recorded in the table read back)."""
+        return self.resolution.root if self.resolution is not None else self.table_root
+
+    def image_path(self, sample: Sample | str) -> Path:
+        """The file of ``sample`` (or of an ``image`` value) under :attr:`root`; refused
+        (:class:`ImageProblem`) when the path would leave it."""
+        if self.root is None:
+            raise ImageProblem("the table records no root; convert it again")
+        return contained_path(self.root, sample.image if isinstance(sample, Sample) else sample)
 
     @property
     def found(self) -> int:
@@ -234,6 +253,13 @@ def _scan_order(files: list[Path]) -> tuple[np.ndarray, set[str]]:
     return shard[np.lexsort((index, part))], repeated
 
 
+def _root_metadata(resolution: RootResolution | None) -> dict[str, str] | None:
+    """The Parquet metadata naming the folder the table's image paths are relative to."""
+    if resolution is None:
+        return None
+    return {ROOT_KEY: str(resolution.root), GIVEN_KEY: str(resolution.given)}
+
+
 def merge_shards(
     shard_dir: Path, n: int, source_id: str, out: Path, resolution: RootResolution | None = None
 ) -> dict:
@@ -255,7 +281,7 @@ def merge_shards(
     readers = [_ShardReader(f) for f in files]
     seen: set[str] = set()  # only ids that occur more than once
     converted = 0
-    with SampleWriter(out) as writer:
+    with SampleWriter(out, _root_metadata(resolution)) as writer:
         for start in range(0, len(order), MERGE_ROWS):
             chunk = order[start : start + MERGE_ROWS]
             sizes = np.bincount(chunk, minlength=n)
@@ -304,6 +330,8 @@ def merge_shards(
             if name in found_parts
         },
         "parts_missing": resolution.missing if resolution is not None else {},
+        # what the table's image paths are relative to
+        **({"root": str(resolution.root)} if resolution is not None else {}),
     }
     if counts["parts_missing"]:
         lost = get_source(source_id).lost_capabilities(list(counts["parts_missing"]))
@@ -410,6 +438,22 @@ def _first_sentence(text: str, most: int = 400) -> str:
     return text if len(text) <= most else text[: text.rfind(" ", 0, most)] + " ..."
 
 
+def open_samples(samples_path: str | os.PathLike, source_id: str = "") -> ConvertResult:
+    """A table ``convert`` wrote, read back with its quarantine, counts and recorded root (so
+    :meth:`ConvertResult.image_path` finds each file whatever folder ROOT named)."""
+    path = Path(samples_path)
+    counts_path = path.with_name(path.stem + ".counts.json")
+    counts = json.loads(counts_path.read_text("utf-8")) if counts_path.is_file() else {}
+    quarantine = quarantine_path_for(path)
+    return ConvertResult(
+        counts.get("source", source_id),
+        read_samples(path),
+        read_quarantine(quarantine) if quarantine.is_file() else [],
+        counts,
+        table_root=table_root(path),
+    )
+
+
 def quarantine_path_for(samples_path: Path) -> Path:
     return samples_path.with_name(samples_path.stem + ".quarantine.json")
 
@@ -492,5 +536,6 @@ __all__ = [
     "Convert",
     "convert_source",
     "merge_shards",
+    "open_samples",
     "scan_source",
 ]

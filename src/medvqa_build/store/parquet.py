@@ -63,11 +63,19 @@ class TableWriter:
             self._tmp.unlink(missing_ok=True)
 
 
-class SampleWriter(TableWriter):
-    """Streams samples (or sample tables) into a Parquet file of :data:`SAMPLE_SCHEMA`."""
+# Parquet key-value metadata of a converted sample table: the folder its ``image`` paths are
+# relative to (discovery may move from the ROOT given to the folder holding the data)
+ROOT_KEY = "medvqa_build.root"
+GIVEN_KEY = "medvqa_build.root_given"
 
-    def __init__(self, path: str | os.PathLike):
-        super().__init__(path, SAMPLE_SCHEMA)
+
+class SampleWriter(TableWriter):
+    """Streams samples (or sample tables) into a Parquet file of :data:`SAMPLE_SCHEMA`;
+    ``metadata`` goes into the file's key-value metadata (see :data:`ROOT_KEY`)."""
+
+    def __init__(self, path: str | os.PathLike, metadata: dict[str, str] | None = None):
+        schema = SAMPLE_SCHEMA.with_metadata(metadata) if metadata else SAMPLE_SCHEMA
+        super().__init__(path, schema)
 
     def write(self, samples: Sequence[Sample]) -> None:
         self.write_table(samples_to_table(samples))
@@ -202,6 +210,14 @@ def iter_items(path: str | os.PathLike, batch_rows: int = ITEM_READ_ROWS):
 
 def read_samples(path: str | os.PathLike) -> list[Sample]:
     return list(iter_samples(path))
+
+
+def table_root(path: str | os.PathLike) -> Path | None:
+    """The folder a converted sample table's ``image`` paths are relative to (recorded by
+    ``convert``), or None for a table written without it."""
+    metadata = pq.read_schema(path).metadata or {}
+    root = metadata.get(ROOT_KEY.encode())
+    return Path(root.decode("utf-8")) if root else None
 
 
 def read_items(path: str | os.PathLike) -> list[Item]:
