@@ -16,6 +16,7 @@ multiple-choice items, plus ``k * 1_000_000`` for its ``k``-th circular rotation
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from typing import Any
 
 from ..errors import UsageError
 from ..export.vlmeval import CIRCULAR_STEP
+from ..store.limits import read_limits
+from .workbook import check_workbook
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ def _read_xlsx(path: Path) -> PredictionFile:
             where=str(path),
             fix="pip install openpyxl, or pass VLMEvalKit's .csv result file instead",
         ) from None
+    check_workbook(path)  # its declared sizes, before openpyxl builds any string
     book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     try:
         sheet = book.worksheets[0]
@@ -239,6 +243,29 @@ def _plain_row(rec: dict, where: str) -> PredictionRow:
     )
 
 
+def _not_utf8(path: Path) -> UsageError:
+    """The error for a text file that is not UTF-8, naming its first bad byte and line."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    offset, lines = 0, 1
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as exc:
+                at = max(0, exc.start - (len(exc.object) - len(block)))
+                offset += at
+                lines += block.count(b"\n", 0, at)
+                break
+            offset += len(block)
+            lines += block.count(b"\n")
+    return UsageError(
+        f"the prediction file is not UTF-8 text (byte {offset:,}, line {lines})",
+        where=str(path),
+        fix="save it as UTF-8 (e.g. iconv -f latin1 -t utf-8 FILE > NEW, or pandas "
+        "to_csv(..., encoding='utf-8'))",
+    )
+
+
 READERS = {".xlsx": _read_xlsx, ".csv": _read_csv, ".tsv": _read_csv, ".jsonl": _read_jsonl}
 
 
@@ -255,7 +282,24 @@ def read_predictions(path: str | Path) -> PredictionFile:
             fix="pass VLMEvalKit's .xlsx/.csv result, lmms-eval's samples .jsonl, or a plain "
             ".jsonl/.csv with item_id (or index) and prediction",
         )
-    found = reader(path)
+    size, limit = path.stat().st_size, read_limits().max_table_bytes
+    if size > limit:
+        raise UsageError(
+            f"the prediction file has {size:,} bytes, over max_table_bytes={limit:,}",
+            where=str(path),
+            fix="split it into several files (score takes many), or raise the limit in "
+            "MEDVQA_LIMITS",
+        )
+    try:
+        found = reader(path)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except csv.Error as exc:  # a field over csv's limit, a NUL byte
+        raise UsageError(
+            f"the prediction file is not a readable CSV ({exc})",
+            where=str(path),
+            fix="write it with a CSV writer (pandas to_csv), UTF-8, one reply per row",
+        ) from None
     if not found.rows:
         raise UsageError(
             "the prediction file is empty", where=str(path), fix="pass a file with replies"

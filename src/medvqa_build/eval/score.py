@@ -166,6 +166,15 @@ def _check_same_build(build: BuildEntries, found: PredictionFile, row, entry) ->
         )
 
 
+SHOWN = 5  # unknown ids an error line names; the rest are counted
+
+
+def _short(key: str | int, limit: int = 60) -> str:
+    """An id as an error line quotes it: ``repr``, cut to ``limit`` characters."""
+    text = repr(key)
+    return text if len(text) <= limit else f"{text[: limit - 12]}...({len(text):,} chars)"
+
+
 def match(build: BuildEntries, files: Sequence[PredictionFile]) -> dict:
     """``{(item_id, rotation): (row, file)}``, refusing unknown ids and duplicates."""
     matched: dict[tuple[str, int], tuple[PredictionRow, PredictionFile]] = {}
@@ -186,16 +195,18 @@ def match(build: BuildEntries, files: Sequence[PredictionFile]) -> dict:
     if unknown:
         first = unknown[0]
         what = {"item_id": "item id", "index": "index"}.get(first.by, "lmms-eval doc_id")
+        shown = ", ".join(f"{_short(r.key)} (rotation {r.rotation})" for r in unknown[:SHOWN])
+        more = f" and {len(unknown) - SHOWN:,} more" if len(unknown) > SHOWN else ""
         raise UsageError(
-            f"{len(unknown)} prediction(s) name items this build does not have (first: "
-            f"{what} {first.key!r}, rotation {first.rotation})",
+            f"{len(unknown):,} prediction(s) name items this build does not have (by {what}: "
+            f"{shown}{more})",
             where=first.where,
             fix="score the predictions against the build they were made for",
         )
     if duplicate:
         a, b = duplicate[0]
         raise UsageError(
-            f"{len(duplicate)} item(s) answered more than once (first: {a.key!r} rotation "
+            f"{len(duplicate)} item(s) answered more than once (first: {_short(a.key)} rotation "
             f"{a.rotation}, at {a.where} and {b.where})",
             where=b.where,
             fix="keep one reply per item (and per rotation)",
