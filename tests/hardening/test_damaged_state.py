@@ -221,3 +221,13 @@ def test_long_error_lines_are_cut(tmp_path):
     line = one_line(text)
     assert len(line) <= MAX_LINE and line.endswith("characters more)")
     assert f"({5_000_000 - MAX_LINE + 40:,} characters more)" in line
+
+
+def test_review_decisions_nested_without_end_are_one_line(build, tmp_path):
+    decisions = tmp_path / "decisions.json"
+    decisions.write_text("[" * 100_000)
+    before = (build / "build.json").read_bytes()
+    code, err = _cli(["review", "apply", str(build), str(decisions), "-q"])
+    assert code == 2
+    assert "nested 100,000 levels deep, over max_json_depth=64" in _one_error(err)
+    assert (build / "build.json").read_bytes() == before

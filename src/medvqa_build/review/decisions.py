@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from ..errors import MedvqaError, describe_validation_error
 from ..pipeline import BuildDir
 from ..records import Item
+from ..store.json_text import load_json
 from ..store.parquet import ItemWriter
 from ..store.tables import ItemTable
 from ..validate.rules import run_rules
@@ -113,7 +114,7 @@ class DecisionsFile(_Strict):
 def read_decisions(path: str | os.PathLike) -> DecisionsFile:
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json(path.read_bytes())  # its depth checked first (no RecursionError)
     except FileNotFoundError:
         raise ReviewError(
             "decisions file not found", where=str(path), fix="check the path"
