@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .view import notebook_item
+
 BoxXYXY = tuple[float, float, float, float]
 PointXY = tuple[float, float]
 
@@ -447,6 +449,11 @@ class Item:
         if changes:
             raise TypeError(f"Item has no field(s) {sorted(changes)}")
         return new
+
+    def _repr_html_(self) -> str:
+        """The item in a notebook: thumbnails (when the build that holds it is open), question,
+        lettered options with the answer marked, task, source and prompt level."""
+        return notebook_item(self)
 
     def to_row(self) -> dict:
         row: dict[str, Any] = {}

@@ -190,3 +190,61 @@ def test_review_in_headless_chromium(build_dir, browser, tmp_path, capsys):
     assert main(["review", "apply", str(build_dir), str(exported)]) == 2
     assert "decisions were made on build" in capsys.readouterr().err
     assert len(BuildDir.open(build_dir).items()) == 29
+
+
+PLANTED = (
+    '<script>window.PWNED = 1; document.title = "PWNED"</script>'
+    '<img src="x" onerror="window.PWNED = 2">'
+)
+
+
+def test_a_planted_script_label_never_runs(build_dir, browser, tmp_path, capsys):
+    """A label holding markup (as a file nobody here wrote may) is shown as text in the preview
+    and in an Item's notebook HTML; the images still load."""
+    from selenium.webdriver.common.by import By
+
+    from medvqa_build.pipeline import BuildDir, BuildResult
+    from medvqa_build.review.decisions import FORMAT, build_id
+
+    items = BuildDir.open(build_dir).items()
+    target = next(i for i in items if i.prompt_level == "box")
+    decisions = tmp_path / "plant.json"
+    options = list(target.options)
+    options["ABCD".index(target.answer)] = PLANTED  # the truth's label, and so its option
+    edit = {"question": "Which finding? " + PLANTED, "options": options, "gt": PLANTED}
+    decisions.write_text(
+        json.dumps(
+            {
+                "format": FORMAT,
+                "version": 1,
+                "build": build_id(items),
+                "reviewer": "test",
+                "decisions": [
+                    {"item_id": target.item_id, "decision": "edit", "comment": "", "edits": edit}
+                ],
+            }
+        )
+    )
+    assert main(["review", "apply", str(build_dir), str(decisions)]) == 0
+    planted = next(i for i in BuildResult.open(build_dir).items if i.item_id == target.item_id)
+    assert planted.gt == PLANTED
+
+    preview = tmp_path / "preview" / "index.html"
+    assert main(["preview", str(build_dir), "-o", str(preview)]) == 0
+    item_page = tmp_path / "item.html"
+    item_page.write_text(f"<!DOCTYPE html><html><body>{planted._repr_html_()}</body></html>")
+    for page, n_images in ((preview, None), (item_page, 1)):
+        browser.get(page.as_uri())
+        time.sleep(0.5)  # an onerror handler would have fired by now
+        assert browser.execute_script("return window.PWNED === undefined")
+        assert browser.title != "PWNED"
+        card = browser.find_element(By.CSS_SELECTOR, f'.mvqa-item[data-item="{target.item_id}"]')
+        assert PLANTED in card.find_element(By.CSS_SELECTOR, ".q").text
+        assert PLANTED in card.find_element(By.CSS_SELECTOR, "li.correct").text
+        images = card.find_elements(By.CSS_SELECTOR, "img")
+        assert images and (n_images is None or len(images) == n_images)
+        for img in images:
+            assert browser.execute_script(
+                "return arguments[0].complete && arguments[0].naturalWidth", img
+            )
+        assert not card.find_elements(By.CSS_SELECTOR, "script")

@@ -30,6 +30,7 @@ from ..stages.render import Render
 from ..stages.validate import Validate
 from ..store.memory import limit_arenas, use_returning_memory_pool
 from ..store.tables import ItemTable, SampleTable
+from ..view import Gallery, pick_items, summary_html
 from .build_dir import BuildDir, report_text
 from .clean import CleanError, Stale, stale_stages
 from .no_items import stop_if_no_items
@@ -60,6 +61,45 @@ class BuildResult:
     items: ItemTable
     report: dict[str, Any]
     stages: list[StageResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        BuildDir(self.out_dir).show_images()
+
+    @classmethod
+    def open(cls, out_dir: str | os.PathLike) -> BuildResult:
+        """A finished build folder, as :func:`build` returned it (``stages`` left empty)."""
+        folder = BuildDir.open(out_dir)
+        return cls(
+            folder.path, folder.recipe(), folder.samples(), folder.items(), folder.report() or {}
+        )
+
+    def show(
+        self, task: str | None = None, source: str | None = None, n: int = 12, seed: int = 0
+    ) -> Gallery:
+        """A grid of ``n`` items of ``task`` and ``source`` (None: any) drawn with ``seed``,
+        drawn by a notebook (``.html`` for the markup)."""
+        picked = pick_items(self.items, n, seed, task=task, source=source)
+        where = ", ".join(f"{k} {v}" for k, v in (("task", task), ("source", source)) if v)
+        title = f"{self.recipe.name}: {len(picked)} items" + (f" ({where})" if where else "")
+        return Gallery(title, picked, note=f"drawn with seed {seed}")
+
+    def _repr_html_(self) -> str:
+        report = self.report or {}
+        rows = [
+            ("folder", str(self.out_dir)),
+            (
+                "recipe",
+                f"{self.recipe.name} (benchmark {self.recipe.benchmark}, seed {self.recipe.seed})",
+            ),
+            ("items", len(self.items)),
+        ]
+        rows += [(f"task: {t}", n) for t, n in sorted((report.get("items_per_task") or {}).items())]
+        if self.stages:
+            rows.append(
+                ("stages reused", f"{sum(s.reused for s in self.stages)}/{len(self.stages)}")
+            )
+        first = pick_items(self.items, 4, 0)
+        return summary_html("BuildResult", rows, first)
 
     @property
     def reused_all(self) -> bool:

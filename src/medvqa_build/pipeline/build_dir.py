@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import DamagedFile, MedvqaError, SourceError
+from ..errors import DamagedFile, ImageProblem, MedvqaError, SourceError
 from ..manifest import SourceManifest
-from ..media.refs import resolve_image
+from ..media.refs import resolve_image, split_fragment
+from ..media.thumbnail import thumbnail_src
 from ..recipe import Recipe
 from ..schema import ITEM_SCHEMA
 from ..sources import get_source
@@ -28,10 +29,12 @@ from ..store.atomic import write_atomic
 from ..store.memory import limit_arenas, use_returning_memory_pool
 from ..store.parquet import open_parquet
 from ..store.tables import ItemTable, SampleTable
+from ..view import register_thumbnailer
 
 META = "build.json"
 RECIPE = "recipe.yaml"
 REPORT = "report.json"
+THUMB_CACHE = 512  # thumbnails a build keeps for a notebook that shows items again
 
 
 def report_text(report: dict) -> str:
@@ -61,7 +64,36 @@ class BuildDir:
                 where=str(build.path),
                 fix="pass the -o folder of a `medvqa-build run`",
             )
+        build.show_images()
         return build
+
+    def show_images(self) -> None:
+        """Let this build's items show their images in a notebook (:mod:`medvqa_build.view`)."""
+        register_thumbnailer(str(self.path), self.thumbnailer())
+
+    def thumbnailer(self):
+        """``ref -> data URI`` of a small thumbnail, or None for a reference this build cannot
+        resolve or decode (a display without that image, not an error)."""
+        resolve = None
+        cache: dict[str, str | None] = {}
+
+        def thumb(ref: str) -> str | None:
+            nonlocal resolve
+            if ref in cache:
+                return cache[ref]
+            if resolve is None:
+                resolve = self.resolver()
+            try:
+                path = resolve(ref)
+                src = thumbnail_src(path, split_fragment(ref)[1]) if path.is_file() else None
+            except (KeyError, OSError, ValueError, ImageProblem, MedvqaError):
+                src = None
+            if len(cache) >= THUMB_CACHE:
+                cache.pop(next(iter(cache)))
+            cache[ref] = src
+            return src
+
+        return thumb
 
     # -- build.json ----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ..rng import rng_for
 from ..store.atomic import AtomicFile
 from ..store.parquet import ITEM_READ_ROWS
 from ..store.tables import batched
+from ..view import item_html
 from ..vocab import RENDER_SCHEME
 from .decisions import FORMAT, build_id
 
@@ -123,8 +124,13 @@ def _write_page(fh, head, tail, items, shown, samples, local, recipe, seed, prog
 
 
 def _fields(item, local, clean: str | None) -> dict:
-    """One item as the page shows it."""
+    """One item as the page shows it: ``html`` is the fragment a notebook shows too
+    (:func:`medvqa_build.view.item_html`, every text escaped); the other fields feed the
+    filters and the edit panel."""
+    images = [local(r) for r in item.images]
+    clean_src = local(clean) if clean is not None and clean != item.images[0] else None
     return {
+        "html": item_html(item, images, clean_src),
         "item_id": item.item_id,
         "task": item.task,
         "subtask": item.subtask,
@@ -138,8 +144,8 @@ def _fields(item, local, clean: str | None) -> dict:
         "answer": item.answer,
         "gt": item.gt,
         "sample_ids": list(item.sample_ids),
-        "images": [local(r) for r in item.images],
-        "clean": local(clean) if clean is not None and clean != item.images[0] else None,
+        "images": images,
+        "clean": clean_src,
     }
 
 

@@ -11,6 +11,7 @@ functions that take one only iterate, take ``len`` and look samples up through
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -21,8 +22,10 @@ import pyarrow.parquet as pq
 
 from ..records import Item, Sample
 from ..schema import ITEM_SCHEMA, SAMPLE_SCHEMA
+from ..view import summary_html
 from .parquet import BATCH_ROWS, ITEM_READ_ROWS, iter_batches, open_parquet
 
+SHOWN = 4  # items an ItemTable shows in a notebook
 DECODE_ROWS = 256  # Arrow rows turned into Python dicts at a time (a mask's runs as ints
 # are ~10x their packed size: a whole 4096-row batch of dicts would be the peak)
 
@@ -226,6 +229,14 @@ class ItemTable:
 
     def __repr__(self) -> str:
         return f"ItemTable({str(self.path)!r}, {len(self)} items)"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the item count per task and the first :data:`SHOWN` items."""
+        tasks = Counter(self.column("task")) if len(self) else Counter()
+        rows = [("file", str(self.path)), ("items", len(self))]
+        rows += [(f"task: {t}", n) for t, n in sorted(tasks.items())]
+        first = next(self.rows(range(min(SHOWN, len(self)))), [])
+        return summary_html("ItemTable", rows, first)
 
 
 def batched(items: Iterable, size: int = BATCH_ROWS) -> Iterator[list]:
