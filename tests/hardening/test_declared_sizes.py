@@ -109,3 +109,57 @@ def test_a_nifti_header_that_lies_about_its_size_is_one_quarantine_entry(
     assert entry["file"].endswith("imagesTr/liver_5.nii.gz")
     for word in words:
         assert word in entry["reason"], entry["reason"]
+
+
+# -- label tables: NUL padding, endless lines, a column named twice -------------------------------
+
+
+def synthetic(tmp_path: Path) -> Path:
+    from medvqa_build.sources.synthetic_endo import write_synthetic_endo
+
+    return write_synthetic_endo(tmp_path / "syn", n_images=6, n_videos=1, frames_per_video=4)
+
+
+def _pad_with_nul(table: Path, size: int) -> None:
+    with table.open("r+b") as fh:
+        fh.truncate(size)  # sparse: the gigabyte costs no disk and no time to write
+
+
+def _endless_line(table: Path, size: int) -> None:
+    with table.open("ab") as fh:
+        fh.write(b"x" * size)
+
+
+def _twice(table: Path, size: int) -> None:
+    header, rest = table.read_text().split("\n", 1)
+    table.write_text(header.replace("finding", "finding,finding", 1) + "\n" + rest)
+
+
+@pytest.mark.parametrize(
+    "damage, size, words",
+    [
+        (_pad_with_nul, 1 << 30, ["labels.csv holds a NUL byte at byte", "not a text table"]),
+        (_endless_line, 3 << 20, ["labels.csv has a line of over 1,048,576 characters"]),
+        (_twice, 0, ["labels.csv names column(s) ['finding'] more than once"]),
+    ],
+)
+def test_a_damaged_label_table_is_one_line_in_bounded_memory(tmp_path, damage, size, words):
+    """The table is scanned before pandas reads it: a gigabyte of NUL padding (9.6 GB
+    resident before), a 3 MiB line, a header naming a column twice (pandas read the first)."""
+    root = synthetic(tmp_path)
+    damage(root / "labels.csv", size)
+    proc = bounded_cli("convert", "synthetic-endo", root, "-o", tmp_path / "s.parquet", "-q")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.error_lines()
+    for word in words:
+        assert word in line, line
+
+
+def test_table_limits_are_overridable(tmp_path):
+    """MEDVQA_LIMITS lowers a limit: a 200-byte line is refused at max_line_chars=100."""
+    root = synthetic(tmp_path)
+    _endless_line(root / "labels.csv", 200)
+    env = {"MEDVQA_LIMITS": "max_line_chars=100"}
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "synthetic-endo", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 2 and "max_line_chars limit of 100" in proc.error_lines()[0]

@@ -23,6 +23,7 @@ from ..errors import SourceError
 from ..media.image import check_image
 from ..records import QuarantineEntry, Sample
 from ..store.paths import IMAGE_EXTENSIONS, walk_files
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -88,6 +89,7 @@ def read_split_table(ctx: ScanContext, o: SplitTableOptions) -> SplitTable | Non
     if not present and not o.required:
         return None
     path = ctx.require_file(present[0] if present else o.files[0], "split table")
+    check_text_table(path, "split table", o.sep)
     table = pd.read_csv(path, sep=o.sep, dtype=str, keep_default_na=False)
     ctx.note_table(path, table.columns)
     wanted = [c for c in (o.file_column, o.split_column, o.class_column) if c]

@@ -25,6 +25,7 @@ from ..errors import ImageProblem
 from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
 from ..store.paths import sorted_files
+from ..store.table_text import check_text_table
 from ..vocab import LEVELS_ATTRIBUTE, join_levels
 from .base import (
     LAYOUTS,
@@ -134,6 +135,7 @@ class CornerPointCsv(FileLayout):
         o = self.options
         if not csv_path.is_file():
             raise LabelProblem(f"annotation {ctx.rel(csv_path)} is missing")
+        check_text_table(csv_path, "annotation")
         with csv_path.open(newline="", encoding="utf-8-sig") as fh:
             rows = [[c.strip() for c in r] for r in csv.reader(fh) if any(c.strip() for c in r)]
         if len(rows) != len(o.edges):

@@ -14,6 +14,7 @@ import pandas as pd
 from ..media.image import check_image
 from ..records import QuarantineEntry, Sample
 from ..store.paths import walk_files, without_suffix
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -55,6 +56,7 @@ class FrameFolders(FileLayout):
         path = ctx.root / pattern.format(video=video)
         if not path.is_file():
             return None
+        check_text_table(path, "annotation table", self.options.sep)
         table = pd.read_csv(path, sep=self.options.sep, dtype=str, keep_default_na=False)
         ctx.note_table(path, table.columns)
         if self.options.frame_column not in table.columns:

@@ -30,6 +30,7 @@ from ..errors import ImageProblem, SourceError
 from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
 from ..store.paths import sorted_files
+from ..store.table_text import TableProblem, check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -135,9 +136,10 @@ def read_table_rows(path: Path, sheet: str | None = None) -> list[tuple[int, lis
     if path.suffix.lower() == ".xlsx":
         return read_xlsx_rows(path, sheet)
     try:
+        check_text_table(path, "table", ",")
         with path.open(newline="", encoding="utf-8-sig") as fh:
             return [(n, list(r)) for n, r in enumerate(csv.reader(fh), start=1)]
-    except (UnicodeDecodeError, csv.Error) as exc:
+    except (UnicodeDecodeError, csv.Error, TableProblem) as exc:
         raise SourceError(f"{path.name} is not a readable UTF-8 CSV table ({exc})") from None
 
 

@@ -14,6 +14,7 @@ from ..media.image import check_image
 from ..records import QuarantineEntry, Sample
 from ..store.packed import PackedStrings, SortedStrings
 from ..store.paths import walk_files
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -62,6 +63,7 @@ class LabelTable(FileLayout):
         o = self.options
         path = ctx.require_file(o.table, "label table")
         read = {"sep": o.sep, "dtype": str, "keep_default_na": False}
+        check_text_table(path, "label table", o.sep)
         columns = list(pd.read_csv(path, nrows=0, **read).columns)
         ctx.note_table(path, columns)
         wanted = [o.image_column, o.label_column, *o.attribute_columns]

@@ -25,6 +25,7 @@ from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files, without_suffix
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -72,6 +73,7 @@ class MetadataTableOptions(LayoutOptions):
 def read_rows(path: Path, sep: str, wanted: list[str], source: str) -> list[dict[str, str]]:
     """Rows as dicts of stripped strings; short rows are padded with "" (Kvasir-Capsule writes
     one empty field too few for unboxed rows, see its scripts/generate_csv_from_json.py)."""
+    check_text_table(path, "metadata table", sep)
     with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh, delimiter=sep, restval="")
         columns = [c.strip() for c in reader.fieldnames or []]

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import ImageProblem, SourceError
 from ..records import QuarantineEntry, Sample
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -278,6 +279,7 @@ class _CaseTables:
         if not path.is_file():
             self._tables[where] = None
             return None
+        check_text_table(path, "case table", table.sep)
         with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle, delimiter=table.sep)
             header = [c.strip() for c in reader.fieldnames or []]

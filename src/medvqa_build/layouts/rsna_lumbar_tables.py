@@ -21,6 +21,7 @@ from pydantic import field_validator
 
 from ..errors import ImageProblem, SourceError
 from ..records import Region, Sample, SliceRef
+from ..store.table_text import check_text_table
 from ..vocab import LEVELS_ATTRIBUTE, join_levels, normalise_level
 from .base import (
     LAYOUTS,
@@ -67,6 +68,7 @@ class RsnaLumbarOptions(LayoutOptions):
 
 def _read(ctx: ScanContext, rel: str, what: str, wanted: list[str]) -> list[dict[str, str]]:
     path = ctx.require_file(rel, what)
+    check_text_table(path, what, ",")
     with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         columns = list(reader.fieldnames or [])

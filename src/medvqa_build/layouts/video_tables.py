@@ -27,6 +27,7 @@ from ..errors import SourceError
 from ..media.video import VideoProblem, frame_problems, video_info
 from ..records import QuarantineEntry, Sample
 from ..store.paths import sorted_files
+from ..store.table_text import TableProblem, check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -150,7 +151,10 @@ class VideoTables(FileLayout):
         if not path.is_file():
             return None
         try:
+            check_text_table(path, "annotation table", o.sep)
             table = pd.read_csv(path, sep=o.sep, dtype=str, keep_default_na=False)
+        except TableProblem as exc:
+            raise _TableProblem(str(exc)) from None
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
             raise _TableProblem(f"annotation table {rel} is unreadable ({exc})") from None
         ctx.note_table(path, table.columns)

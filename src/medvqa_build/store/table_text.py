@@ -1,0 +1,99 @@
+"""Text tables (a dataset's CSV/TSV label files) checked under :mod:`.limits` before a parser
+reads them.
+
+A table is scanned once in 1 MiB chunks before pandas or ``csv`` sees it, so a CSV padded with
+NUL bytes to a gigabyte, or one line of a gigabyte, is one :class:`TableProblem` naming the
+file and the limit, not a ``MemoryError`` inside pandas; so is a header naming one column twice
+(pandas would rename the second, ``csv`` would keep the last: either silently reads the wrong
+one). :class:`TableProblem` is a ``ValueError``: a table the whole part needs is then one
+error line, one a single candidate needs quarantines that candidate
+(``layouts.base.FileLayout.scan``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+from pathlib import Path
+
+from .limits import ENV, read_limits
+
+_CHUNK = 1 << 20
+
+
+class TableProblem(ValueError):
+    """A text table over a limit, not text, or with a column named twice."""
+
+
+def check_text_table(
+    path: str | os.PathLike, what: str = "label table", sep: str | None = None
+) -> None:
+    """Raise :class:`TableProblem` when ``path`` is over ``max_table_bytes``, holds a NUL byte
+    (not a text table: a padded or binary file), a line over ``max_line_chars`` or, given its
+    separator, a header naming a column twice; reads the file in 1 MiB chunks, so the check
+    itself holds no more than that."""
+    path = Path(path)
+    limits = read_limits()
+    size = path.stat().st_size
+    if size > limits.max_table_bytes:
+        raise _over(path, what, f"is {size:,} bytes", "max_table_bytes", limits.max_table_bytes)
+    line = 0  # bytes of the current line so far (a byte bound on its characters)
+    offset = 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            nul = chunk.find(b"\x00")
+            if nul >= 0:
+                raise TableProblem(
+                    f"{what} {path.name} holds a NUL byte at byte {offset + nul:,}: not a text "
+                    "table (a padded, cut or binary file); download it again"
+                )
+            if offset == 0 and sep is not None:
+                _check_header(path, what, chunk, sep)
+            last = chunk.rfind(b"\n")
+            first = chunk.find(b"\n")
+            longest = line + (first if first >= 0 else len(chunk))
+            if limits.max_line_chars < len(chunk):  # a whole line inside one chunk may be over
+                longest = max(longest, _longest_inner(chunk))
+            if longest > limits.max_line_chars:
+                raise _long_line(path, what, offset, limits.max_line_chars)
+            line = len(chunk) - last - 1 if last >= 0 else line + len(chunk)
+            offset += len(chunk)
+    if line > limits.max_line_chars:  # the last line, without a newline
+        raise _long_line(path, what, offset - line, limits.max_line_chars)
+
+
+def _long_line(path: Path, what: str, near: int, limit: int) -> TableProblem:
+    problem = f"has a line of over {limit:,} characters (near byte {near:,})"
+    return _over(path, what, problem, "max_line_chars", limit)
+
+
+def _longest_inner(chunk: bytes) -> int:
+    """The longest complete line inside ``chunk`` (between two of its newlines)."""
+    longest, start = 0, chunk.find(b"\n")
+    while start >= 0:
+        end = chunk.find(b"\n", start + 1)
+        if end < 0:
+            break
+        longest = max(longest, end - start - 1)
+        start = end
+    return longest
+
+
+def _check_header(path: Path, what: str, head: bytes, sep: str) -> None:
+    """A header naming one column twice (after stripping) is refused."""
+    first = head.split(b"\n", 1)[0].decode("utf-8-sig", "replace")
+    columns = [c.strip() for c in next(csv.reader([first], delimiter=sep), [])]
+    twice = sorted(c for c, n in Counter(columns).items() if n > 1 and c)
+    if twice:
+        raise TableProblem(
+            f"{what} {path.name} names column(s) {twice} more than once; which one holds the "
+            "values is ambiguous: rename or remove the duplicate"
+        )
+
+
+def _over(path: Path, what: str, problem: str, name: str, limit: int) -> TableProblem:
+    return TableProblem(
+        f"{what} {path.name} {problem}, over the {name} limit of {limit:,}: a damaged or padded "
+        f"file (download it again) or, if genuine, raise the limit ({ENV}={name}=...)"
+    )
