@@ -5,7 +5,9 @@ An item a model answers without looking at the image measures nothing about visi
 arXiv 2403.20330). The default judge is a text-only classifier fitted on the build's own
 items, cross-validated so that no item is scored by a model that saw it: per option, its
 length (and rank of length within the item), how often its text is an option across the
-task's items, its word overlap with the question, and its position. Each option gets a
+task's items, how often it was the answer when shown (in the training folds, over the task
+and within the item's source), its word overlap with the question, its position, and for
+numeric and box options their value and geometry (:mod:`.blind_features`). Each option gets a
 score, the item's answer is the argmax and its probability the item-wise softmax. With
 ``blind: {endpoint, model}`` a text-only language model answers instead (:mod:`.blind_llm`).
 
@@ -27,10 +29,19 @@ from ..records import Item
 from ..rng import rng_for
 from ..store.packed import PackedStrings
 from ..vocab import LETTERS, answer_letters
+from .blind_features import (
+    answer_share_columns,
+    box_columns,
+    box_extent,
+    number_columns,
+    option_box,
+    option_number,
+)
 from .blind_llm import BlindLLM
 
 SKIPPED = "skipped: install medvqa-build[audit] (scikit-learn) for the blind audit"
 POSITIONS = 6  # option positions one-hot encoded (later ones share the last column)
+SMOOTHING = 4.0  # pseudo-items at chance in an option text's answer share
 _WORD = re.compile(r"[0-9a-z]+")
 
 
@@ -58,8 +69,11 @@ class BlindAudit:
         self.ids = PackedStrings()
         self.task_names: list[str] = []
         self._task_code: dict[str, int] = {}
+        self._source_code: dict[str, int] = {}
         self.tasks, self.n_options, self.answers = array("I"), array("B"), array("b")
+        self.sources = array("I")
         self.lengths, self.overlaps, self.keys = array("I"), array("f"), array("q")
+        self.numbers, self.boxes = array("d"), array("d")  # per option; NaN: none
         self.picked, self.probability = array("b"), array("f")  # LLM mode
 
     def add(self, item: Item) -> None:
@@ -75,12 +89,15 @@ class BlindAudit:
         self.tasks.append(code)
         self.n_options.append(min(n, 255))
         self.answers.append(LETTERS.index(letters[0]))
+        self.sources.append(self._source_code.setdefault(item.source, len(self._source_code)))
         question = _words(item.question)
         for option in item.options[:255]:
             words = _words(option)
             self.lengths.append(len(option))
             self.overlaps.append(len(words & question) / max(1, len(words)))
             self.keys.append(_option_key(option))
+            self.numbers.append(option_number(option))
+            self.boxes.extend(option_box(option))
         if self.llm is not None:
             picked, p = self.llm.answer(item.question, item.options)
             self.picked.append(picked)
@@ -148,6 +165,8 @@ class BlindAudit:
         item_of_row = np.repeat(np.arange(len(n)), n)
         tasks = np.frombuffer(self.tasks, np.uint32)
         answers = np.frombuffer(self.answers, np.int8).astype(np.int64)
+        keys = np.frombuffer(self.keys, np.int64)
+        sources = np.frombuffer(self.sources, np.uint32).astype(np.int64)
         scores = np.zeros(len(item_of_row))
         for code, name in sorted(enumerate(self.task_names), key=lambda kv: kv[1]):
             items = np.flatnonzero(tasks == code)
@@ -156,12 +175,17 @@ class BlindAudit:
             local_item = np.repeat(np.arange(len(items)), n[items])
             rows = starts[items][local_item] + np.arange(len(local_item))
             rows -= _item_start(n[items])[local_item]  # each item's rows, in item order
-            x = self._features(rows, local_item, n[items])
+            base = self._features(rows, local_item, n[items], sources[items][local_item])
             y = (rows - starts[item_of_row[rows]] == answers[item_of_row[rows]]).astype(int)
-            truth = np.frombuffer(self.keys, np.int64)[starts[items] + answers[items]]
+            truth = keys[starts[items] + answers[items]]
             rng = rng_for(self.seed, "blind", name)
-            fold = _folds(answers[items], truth, self.spec.folds, rng)
-            scores[rows] = out_of_fold_scores(x, y, fold[local_item], self.spec.folds)
+            fold = _folds(answers[items], truth, self.spec.folds, rng)[local_item]
+            shares = (keys[rows], sources[items][local_item], y, fold, local_item, n[items])
+
+            def features(k: int, base=base, shares=shares) -> np.ndarray:
+                return np.column_stack([base, *answer_share_columns(*shares, k, SMOOTHING)])
+
+            scores[rows] = out_of_fold_scores(features, y, fold, self.spec.folds)
         grid = np.full((len(n), int(n.max())), -np.inf)  # one row per item, its options
         grid[item_of_row, np.arange(len(item_of_row)) - starts[item_of_row]] = scores
         picked = np.argmax(grid, axis=1)
@@ -169,8 +193,11 @@ class BlindAudit:
         prob = e[np.arange(len(n)), picked] / e.sum(axis=1)
         return picked, prob
 
-    def _features(self, rows: np.ndarray, item: np.ndarray, n: np.ndarray) -> np.ndarray:
-        """The option rows of one task's items as a feature matrix (one row per option)."""
+    def _features(
+        self, rows: np.ndarray, item: np.ndarray, n: np.ndarray, source: np.ndarray
+    ) -> np.ndarray:
+        """The option rows of one task's items as a feature matrix (one row per option); the
+        columns that depend on the folds are added by :func:`answer_share_columns`."""
         length = np.frombuffer(self.lengths, np.uint32)[rows].astype(np.float64)
         overlap = np.frombuffer(self.overlaps, np.float32)[rows].astype(np.float64)
         keys = np.frombuffer(self.keys, np.int64)[rows]
@@ -179,6 +206,7 @@ class BlindAudit:
         position = np.arange(len(rows)) - _item_start(n)[item]
         length_rank, longest, shortest = _rank_within(length, item, n)
         freq_rank, most_frequent, least_frequent = _rank_within(frequency, item, n)
+        boxes = np.frombuffer(self.boxes, np.float64).reshape(-1, 4)[rows]
         columns = [
             _centred(length, item, n) / (_item_mean(length, item, n)[item] + 1.0),
             length_rank,
@@ -189,6 +217,8 @@ class BlindAudit:
             most_frequent,
             least_frequent,
             _centred(overlap, item, n),
+            *number_columns(np.frombuffer(self.numbers, np.float64)[rows], item, n),
+            *box_columns(boxes, item, n, box_extent(boxes, source)),
         ]
         onehot = np.zeros((len(rows), POSITIONS))
         onehot[np.arange(len(rows)), np.minimum(position, POSITIONS - 1)] = 1.0
