@@ -24,6 +24,7 @@ from ..records import Item
 from ..validate.blind import blind_table
 from ..vocab import answer_letters
 from .common import is_grounding
+from .markdown import fenced, md_cell, md_text
 
 
 class _NoAliasDumper(yaml.SafeDumper):
@@ -102,17 +103,19 @@ def card_stats(items: Iterable[Item] | CardStats) -> CardStats:
 
 def _table(title: str, counts: Counter) -> list[str]:
     lines = [f"| {title} | items |", "|---|---|"]
-    lines += [f"| {k} | {v} |" for k, v in sorted(counts.items())]
+    lines += [f"| {md_cell(k)} | {v} |" for k, v in sorted(counts.items())]
     return lines + [""]
 
 
 def _cross_table(counts: Counter, row_title: str) -> list[str]:
     """``counts``: ``{(row, col): n}``."""
     cols = sorted({c for _, c in counts})
-    lines = [f"| {row_title} | " + " | ".join(cols) + " | total |", "|---" * (len(cols) + 2) + "|"]
+    head = " | ".join(md_cell(c) for c in cols)
+    lines = [f"| {row_title} | {head} | total |", "|---" * (len(cols) + 2) + "|"]
     for row in sorted({r for r, _ in counts}):
         values = [counts[(row, c)] for c in cols]
-        lines.append(f"| {row} | " + " | ".join(str(v) for v in values) + f" | {sum(values)} |")
+        cells = " | ".join(str(v) for v in values)
+        lines.append(f"| {md_cell(row)} | {cells} | {sum(values)} |")
     return lines + [""]
 
 
@@ -205,7 +208,7 @@ def _licences(manifests: dict[str, SourceManifest], used: list[str]) -> list[str
     ]
     for s in used:
         m = manifests[s]
-        lines.append(f"| `{s}` | {m.licence_id} | {m.redistribution} | {m.licence} |")
+        lines.append(f"| `{s}` | {m.licence_id} | {m.redistribution} | {md_cell(m.licence)} |")
     return lines + [""]
 
 
@@ -312,7 +315,7 @@ def _contents(stats: CardStats) -> list[str]:
     lines += _table("prompt level", stats.prompt_level)
     lines += ["## Answer letters per task", "", "| task | letters |", "|---|---|"]
     for task, hist in stats.letter_histogram().items():
-        lines.append(f"| {task} | {', '.join(f'{k}: {v}' for k, v in hist.items())} |")
+        lines.append(f"| {md_cell(task)} | {', '.join(f'{k}: {v}' for k, v in hist.items())} |")
     lines += [
         "",
         "## Random baselines",
@@ -323,21 +326,19 @@ def _contents(stats: CardStats) -> list[str]:
         "|---|---|",
     ]
     for task, value in stats.random_baselines().items():
-        lines.append(f"| {task} | {'-' if value is None else f'{100 * value:.2f}%'} |")
+        lines.append(f"| {md_cell(task)} | {'-' if value is None else f'{100 * value:.2f}%'} |")
     return lines + [""]
 
 
 def _citation(sid: str, m: SourceManifest) -> list[str]:
     return [
-        f"### {m.title} (`{sid}`)",
+        f"### {md_text(m.title)} (`{sid}`)",
         "",
-        f"- Homepage: {m.homepage}",
-        f"- Licence: {m.licence}",
-        f"- Access: {m.access} — {m.access_terms}",
+        f"- Homepage: {md_text(m.homepage)}",
+        f"- Licence: {md_text(m.licence)}",
+        f"- Access: {m.access} — {md_text(m.access_terms)}",
         "",
-        "```bibtex",
-        m.citation.rstrip(),
-        "```",
+        *fenced(m.citation, "bibtex"),
         "",
     ]
 
@@ -359,8 +360,6 @@ def _how_built(recipe_yaml: str) -> list[str]:
             else []
         ),
         "",
-        "```yaml",
-        recipe_yaml.rstrip(),
-        "```",
+        *fenced(recipe_yaml, "yaml"),
         "",
     ]

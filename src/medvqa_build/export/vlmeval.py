@@ -34,6 +34,7 @@ from ..records import Item
 from ..store.atomic import AtomicFile, write_atomic
 from ..vocab import LETTERS, answer_letters
 from .base import EXPORTERS, ExportContext
+from .cells import FormulaCells
 from .common import check_export_name, is_mcq, multi_select_tasks, require_items, standalone_source
 from .tsv_text import TypedColumns
 
@@ -175,12 +176,21 @@ class _PartWriter:
     HEADER = ["index", "image", "image_path", "question"]
     TAIL = ["answer", *TEXT_COLUMNS[1:]]
 
-    def __init__(self, part: _Part, images: _Images, ctx: ExportContext, n_opt: int, path: Path):
+    def __init__(
+        self,
+        part: _Part,
+        images: _Images,
+        ctx: ExportContext,
+        n_opt: int,
+        path: Path,
+        formulas: FormulaCells,
+    ):
         self.part, self.images, self.ctx, self.n_opt = part, images, ctx, n_opt
         # SHA-256 of an image's bytes -> the index of the row holding it (one per image)
         self.first_row: dict[bytes, int] = {}
         self.written = 0
         self.rewritten = 0  # cells quoted for pandas
+        self.formulas = formulas  # cells a spreadsheet would run (export/cells.py)
         self.out = _Md5File(path)
         self.writer = csv.writer(
             self.out, delimiter="\t", lineterminator="\n", quoting=csv.QUOTE_MINIMAL
@@ -208,6 +218,8 @@ class _PartWriter:
             image = repr([base64.b64encode(images.data(r)).decode("ascii") for r in refs])
             image_path = repr([f"{name}_{row.index}_{k}{s}" for k, s in enumerate(suffixes)])
         text = _text_cells(row.item)
+        for column, value in [*text.items(), *zip(LETTERS, row.options, strict=False)]:
+            self.formulas.add(row.index, column, value)
         encoded = {k: columns.encode(k, v) for k, v in text.items()}
         self.rewritten += sum(1 for k, v in text.items() if (v or "") != encoded[k])
         options = []
@@ -272,7 +284,8 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
         f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
         for k in range(1, len(parts) + 1)
     ]
-    md5, rewritten = _write_parts(items, parts, names, images, ctx, n_opt, circular, out)
+    formulas = FormulaCells()
+    md5, rewritten = _write_parts(items, parts, names, images, ctx, n_opt, circular, out, formulas)
     md5 = {n: md5[n] for n in names}
     write_atomic(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
     multi = multi_select_tasks(ctx.items)
@@ -281,7 +294,10 @@ def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
         write_atomic(out / DATASET_MODULE, standalone_source("vlmeval_dataset.py", values))
     if rewritten:
         log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
+    if formulas.count:
+        log.warning("%s", formulas.warning("vlmeval"))
     return {
+        **formulas.stats(),
         "rows": sum(p.rows for p in parts),
         "items": kept,
         "parts": list(md5),
@@ -319,7 +335,9 @@ def _cut_parts(items, circular: bool, limit: float, images) -> tuple[list, int, 
     return parts, kept, total, n_opt
 
 
-def _write_parts(items, parts, names, images, ctx, n_opt, circular, out) -> tuple[dict, int]:
+def _write_parts(
+    items, parts, names, images, ctx, n_opt, circular, out, formulas
+) -> tuple[dict, int]:
     """The next passes: every part's rows; ``(md5 of each part, cells quoted)``. A part that
     is not finished when an error stops the export is removed."""
     writers: list[_PartWriter | None] = [None] * len(parts)
@@ -336,7 +354,7 @@ def _write_parts(items, parts, names, images, ctx, n_opt, circular, out) -> tupl
         for index, row in _ordered_rows(items, circular, n_opt):
             p = bisect_right(starts, index) - 1
             if writers[p] is None:
-                writers[p] = _PartWriter(parts[p], images, ctx, n_opt, out / names[p])
+                writers[p] = _PartWriter(parts[p], images, ctx, n_opt, out / names[p], formulas)
             writers[p].write(row)
             if writers[p].done:
                 finish(p)

@@ -157,7 +157,22 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         "random_baseline": baseline_rows(test, published=published),
         "difficulty": summary.difficulty,
         "exports": summary.checksums,
+        **formula_cells(summary.stages),
     }
+
+
+def formula_cells(stages: Iterable[StageResult]) -> dict:
+    """``{"formula_cells": {format: {"cells", "examples"}}}`` of the exports holding cells a
+    spreadsheet would run as formulas (export/cells.py); empty when none does."""
+    found = {
+        s.path.name.rsplit("-", 1)[0]: {
+            "cells": s.stats["formula_cells"],
+            "examples": s.stats.get("formula_cell_examples", []),
+        }
+        for s in stages
+        if s.name == "export" and s.stats.get("formula_cells")
+    }
+    return {"formula_cells": found} if found else {}
 
 
 def stage_seconds(stages: Iterable[StageResult]) -> dict[str, float | None]:
@@ -223,6 +238,13 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
         table = format_difficulty(summary.difficulty)
         lines += ["## Difficulty of the distractors", "", table, ""]
     lines += _time_lines(report)
+    for fmt, cells in report.get("formula_cells", {}).items():
+        lines += [
+            f"Export {fmt}: {cells['cells']} cell(s) begin with = + - @, which a spreadsheet "
+            f"runs as a formula (first: {', '.join(cells['examples'])}); they are kept as the "
+            "model must see them: open the file in a spreadsheet with care.",
+            "",
+        ]
     if summary.quarantine:
         lines += ["## Quarantine", ""]
         lines += [
