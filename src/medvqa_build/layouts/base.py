@@ -9,6 +9,7 @@ how its candidates are found and how one is read.
 from __future__ import annotations
 
 import csv
+import os
 import zipfile
 from abc import ABC, abstractmethod
 from collections import Counter
@@ -23,7 +24,7 @@ from ..errors import ImageProblem, SourceError, describe_validation_error
 from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
 from ..registry import Registry
-from ..store.paths import contained_path, without_suffix
+from ..store.paths import contained_path, not_a_file, path_problem, without_suffix
 from .discovery import Expect
 
 
@@ -148,6 +149,16 @@ class ScanContext:
         :class:`ImageProblem` (so the row is quarantined with that reason).
         """
         return contained_path(self.root, rel, self._link_free)
+
+    def why_absent(self, rel: str, folder: str) -> str:
+        """Why a file a table lists (``rel`` below the root) was not found among ``folder``'s
+        files: a path that leaves the root (``../``), a special file, or no such file."""
+        problem = path_problem(self.root, rel)
+        if problem is not None:
+            return problem
+        if os.path.lexists(self.root / rel):
+            return f"{rel!r} {not_a_file(self.root / rel)}"
+        return f"no such file under {folder!r}"
 
     def sample_id(self, key: str) -> str:
         return f"{self.source}:{key}"

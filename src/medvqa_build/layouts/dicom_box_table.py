@@ -110,10 +110,9 @@ class DicomBoxTable(FileLayout):
             seen.add(image_id)
             yield FileCandidate(ctx.rel(path), (image_id, by_image.get(image_id, [])))
         for image_id in sorted(set(by_image) - seen):
-            yield ctx.quarantine(
-                f"{o.images_dir}/{image_id}{o.image_suffix}",
-                f"listed in {o.table} but no such file under {o.images_dir!r}",
-            )
+            rel = f"{o.images_dir}/{image_id}{o.image_suffix}"
+            why = ctx.why_absent(rel, o.images_dir)
+            yield ctx.quarantine(rel, f"listed in {o.table} but {why}")
 
     def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample:
         """The image's labels and boxes from its rows; the labels and boxes they leave empty

@@ -209,10 +209,11 @@ class MetadataTable(FileLayout):
             if index not in used:
                 unmatched.setdefault((row[o.file_column], row[o.label_column]), index)
         for (name, label), index in unmatched.items():
+            rel = f"{Path(o.images_dir).as_posix()}/{name}"
             yield ctx.quarantine(
-                f"{Path(o.images_dir).as_posix()}/{name}",
+                rel,
                 f"listed in {table.name} (row {index + 2}, {o.label_column} {label!r}) "
-                f"but no such file under {o.images_dir!r}",
+                f"but {ctx.why_absent(rel, o.images_dir)}",
             )
 
     def _missing(self, value: str) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageProblem
+from ..store.paths import not_a_file
 from .dicom_codecs import decode_failure, missing_decoder, redact, syntax_text
 
 DICOM_EXTENSIONS = (".dcm", ".dicom")
@@ -146,7 +147,7 @@ def read_header(path: str | os.PathLike):
     """The dataset without pixel data; :class:`DicomProblem` when it is not DICOM."""
     path = Path(path)
     if not path.is_file():
-        raise DicomProblem("file not found")
+        raise DicomProblem(not_a_file(path))
     return _dcmread(path, stop_before_pixels=True)
 
 

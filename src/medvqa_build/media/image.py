@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from ..errors import ImageProblem
+from ..store.paths import not_a_file
 
 _JPEG_EOI = b"\xff\xd9"
 _PNG_IEND = b"IEND\xaeB`\x82"
@@ -147,9 +148,7 @@ def _check_image_slow(
 ) -> tuple[int, int]:
     """:func:`check_image` one step at a time (each error with its own message)."""
     if not path.is_file():
-        if path.is_symlink():
-            raise ImageProblem("broken symbolic link (dangling, or a link loop)")
-        raise ImageProblem("file not found")
+        raise ImageProblem(not_a_file(path))
     if path.stat().st_size == 0:
         raise ImageProblem("empty file (0 bytes)")
     width, height = read_image_size(path, max_pixels)

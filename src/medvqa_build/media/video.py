@@ -13,6 +13,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..store.paths import not_a_file
+
 
 class VideoProblem(Exception):
     """A per-file video problem; its message is the quarantine reason."""
@@ -21,7 +23,7 @@ class VideoProblem(Exception):
 def _open(path: str | os.PathLike) -> cv2.VideoCapture:
     path = Path(path)
     if not path.is_file():
-        raise VideoProblem("video file not found")
+        raise VideoProblem(f"video {not_a_file(path)}")
     if path.stat().st_size == 0:
         raise VideoProblem("empty video file (0 bytes)")
     capture = cv2.VideoCapture(str(path))

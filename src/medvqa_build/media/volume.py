@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..store.limits import read_limits
+from ..store.paths import not_a_file
 
 AXES = ("axial", "coronal", "sagittal")
 # axis name -> index of the RAS+ array dimension held fixed
@@ -90,6 +91,8 @@ def load_canonical(path: str | os.PathLike):
     """The NIfTI image reoriented to RAS+ (lazy: pixel data is read on first access); a
     header whose size is over the limits or beyond the file is refused first."""
     nib = _nib()
+    if not os.path.isfile(path):  # a FIFO or a device would block nibabel's read
+        raise VolumeProblem(f"volume {Path(path).name}: {not_a_file(path)}")
     try:
         img = nib.load(str(path))
         check_declared_size(img, path)

@@ -22,6 +22,7 @@ from ..layouts.discovery import PartSpec, RootResolution, resolve_root
 from ..manifest import LayoutPart, SourceManifest
 from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
+from ..store.paths import LINKED_FOLDER_REASON, linked_folders_outside
 from .synthetic_endo import write_synthetic_endo
 
 log = logging.getLogger(__name__)
@@ -172,6 +173,11 @@ class Source:
             ctx.max_pixels = max_pixels
             for index, entry in self.scan_part(layout, ctx, stats):
                 yield part_no, index, entry
+        if k == 0 and resolution.found:  # after every candidate, in the first part found
+            first = next(i for i, (p, _) in enumerate(self.layouts) if p.name in resolution.found)
+            for i, rel in enumerate(linked_folders_outside(resolution.root)):
+                entry = QuarantineEntry(rel, LINKED_FOLDER_REASON, self.id)
+                yield first, _AFTER_CANDIDATES + i, entry
 
     def context(
         self,
@@ -219,6 +225,9 @@ class Source:
             yield index, entry
         if stats is not None:
             stats.labels_missing.update(ctx.labels_missing)
+
+
+_AFTER_CANDIDATES = 1 << 40  # scan index of the entries that follow a part's candidates
 
 
 @lru_cache(maxsize=1)

@@ -84,6 +84,68 @@ def _has_link_below(root: str, norm: str, link_free: set[str] | None = None) -> 
     return False
 
 
+def not_a_file(path: str | os.PathLike) -> str:
+    """Why ``path`` is not a regular file, as a quarantine reason: missing, a FIFO, a device,
+    a socket, a folder or a broken link (reading a FIFO or a device would block or never end,
+    so none is opened)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "file not found"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(mode):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return "broken symbolic link (dangling, or a link loop)"
+    kinds = (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"is {kind}, not a regular file; refused without opening it"
+
+
+def linked_folders_outside(root: Path, depth: int = 4) -> list[str]:
+    """Folders (``rel`` paths) down to ``depth`` levels below ``root`` that are symbolic links
+    to a folder outside it. A walk does not follow folder links, so their files would be
+    skipped without a word: the scan reports each as a quarantine entry instead. Links that
+    stay inside the root (a loop back to a parent) are not reported: their files are walked
+    where they really are."""
+    real_root = root.resolve()
+    found: list[str] = []
+    level = [root]
+    for _ in range(depth):
+        below = []
+        for folder in level:
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_symlink():
+                    try:
+                        target = Path(entry.path).resolve()
+                    except (OSError, RuntimeError):
+                        continue  # a loop: not followed, nothing outside to report
+                    if target.is_dir() and not target.is_relative_to(real_root):
+                        found.append(Path(entry.path).relative_to(root).as_posix())
+                elif entry.is_dir(follow_symlinks=False):
+                    below.append(Path(entry.path))
+        level = below
+    return found
+
+
+LINKED_FOLDER_REASON = (
+    "folder is a symbolic link to a folder outside the source root; not followed, so its "
+    "files are not read: copy the data into the root (cp -rL) or pass the real folder"
+)
+
+
 def sorted_files(folder: Path, extensions: tuple[str, ...] = IMAGE_EXTENSIONS) -> list[Path]:
     """Files under ``folder`` (recursive) with one of ``extensions``, in a stable order."""
     return [Path(dirpath) / name for dirpath, name in walk_files(folder, extensions)]
