@@ -188,3 +188,31 @@ class Balance:
     def of(cls, balance_frequency: bool, breadth: float, hardness: float) -> Balance | None:
         """The sampler parameters as a policy (``None``: frequency ignored, pure hardness)."""
         return cls(float(breadth), float(hardness)) if balance_frequency else None
+
+
+def per_class_cap(value: int | str, name: str) -> int | None:
+    """A per-class cap: a positive count, or ``"all"`` (None: no cap)."""
+    if value == "all" or value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) < 1:
+        raise ValueError(f"{name} must be a positive count or 'all', not {value!r}")
+    return int(value)
+
+
+def draw_per_class(
+    labels: Sequence[str | None], keep: Sequence[int], size: int | None, rng: np.random.Generator
+) -> list[tuple[str, list[int]]]:
+    """``(class, table rows)`` for each class in name order: up to ``size`` rows of it drawn
+    with ``rng`` (sorted), every row when ``size`` is None or the class is smaller. Table row
+    ``r`` is pool index ``keep[r]``; the embed stage and the fit draw through this one function,
+    so they draw the same images."""
+    rows_by_class: dict[str, list[int]] = {}
+    for r, i in enumerate(keep):
+        rows_by_class.setdefault(str(labels[i]), []).append(r)
+    out = []
+    for lab in sorted(rows_by_class):
+        rows = np.array(rows_by_class.pop(lab))
+        if size is not None and len(rows) > size:
+            rows = np.sort(rng.choice(rows, size=size, replace=False))
+        out.append((lab, rows.tolist()))
+    return out

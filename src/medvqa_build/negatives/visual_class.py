@@ -12,7 +12,14 @@ from ..records import Negatives, Sample
 from ..store.packed import SortedStrings
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
-from .visual_base import Balance, choose_top, normalise_rows, unfitted_query
+from .visual_base import (
+    Balance,
+    choose_top,
+    draw_per_class,
+    normalise_rows,
+    per_class_cap,
+    unfitted_query,
+)
 
 AGGREGATES = ("max", "mean", "topk")
 
@@ -31,9 +38,11 @@ class VisualClassSampler:
     needs_embeddings = True
     reads_rows = True  # fit reads the library's rows and each query's row on demand
 
+    draws_library = True  # fit draws the library from the whole pool: only it is embedded
+
     def __init__(
         self,
-        library_size: int = 200,
+        library_size: int | str = 200,
         aggregate: str = "max",
         topk: int = 5,
         same_source: bool = False,
@@ -42,10 +51,18 @@ class VisualClassSampler:
         balance_frequency: bool = True,
         breadth: float = 2.0,
         hardness: float = 1.0,
+        embed_candidates: int | str | None = None,
     ):
+        # how many of the task's candidates a build embeds (stages/embed_demand.py)
+        self.embed_candidates = (
+            None
+            if embed_candidates is None
+            else (per_class_cap(embed_candidates, "embed_candidates") or "all")
+        )
         if aggregate not in AGGREGATES:
             raise ValueError(f"unknown aggregate {aggregate!r}: use one of {', '.join(AGGREGATES)}")
-        self.library_size, self.aggregate, self.topk = int(library_size), aggregate, int(topk)
+        self.library_size = per_class_cap(library_size, "library_size")
+        self.aggregate, self.topk = aggregate, int(topk)
         self.same_source, self.same_modality, self.seed = same_source, same_modality, seed
         self.balance = Balance.of(balance_frequency, breadth, hardness)
         self._pool: _PoolRows | None = None
@@ -71,20 +88,16 @@ class VisualClassSampler:
                 f"embeddings, {len(labels)} labels"
             )
         keep = [i for i, lab in enumerate(labels) if lab]  # table row r is pool index keep[r]
-        rows_by_class: dict[str, list[int]] = {}
-        for r, i in enumerate(keep):
-            rows_by_class.setdefault(str(labels[i]), []).append(r)
+        has = getattr(embeddings, "has", None)  # a pool with rows left unembedded (the cap)
         lib_rows: list[int] = []
         self._classes: list[str] = []
         self._bounds: list[tuple[int, int]] = []
-        for lab in sorted(rows_by_class):
-            rows = np.array(rows_by_class[lab])
-            if len(rows) > self.library_size:
-                rows = np.sort(rng.choice(rows, size=self.library_size, replace=False))
+        for lab, rows in draw_per_class(labels, keep, self.library_size, rng):
+            if has is not None:
+                rows = [r for r in rows if has(keep[r])]
             self._classes.append(lab)
             self._bounds.append((len(lib_rows), len(lib_rows) + len(rows)))
             lib_rows.extend(int(r) for r in rows)
-        del rows_by_class
         self._lib_rows = np.array(lib_rows, dtype=np.int64)
         at = np.array([keep[r] for r in lib_rows], dtype=np.int64)
         if len(at):
@@ -95,6 +108,15 @@ class VisualClassSampler:
         self._lib_modalities = np.array([samples[i].modality for i in at.tolist()], dtype=object)
         self._pool = _PoolRows([samples[i].sample_id for i in keep], keep, embeddings)
         return self
+
+    def embed_demand(self, labels: Sequence[str | None], rng: np.random.Generator) -> np.ndarray:
+        """The pool indices :meth:`fit` draws its library from, given the same pool, labels
+        and ``rng``: the only pool images (besides the queries) a build needs to embed."""
+        keep = [i for i, lab in enumerate(labels) if lab]
+        rows = [
+            r for _, drawn in draw_per_class(labels, keep, self.library_size, rng) for r in drawn
+        ]
+        return np.array([keep[r] for r in rows], dtype=np.int64)
 
     def class_scores(self, request: OptionRequest) -> dict[str, float]:
         """Aggregated similarity of the query to every class with library images left."""

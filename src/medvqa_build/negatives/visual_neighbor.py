@@ -26,7 +26,9 @@ from .visual_base import (
     PoolTable,
     allowed_classes,
     choose_top,
+    draw_per_class,
     normalise_rows,
+    per_class_cap,
     unfitted_query,
 )
 
@@ -44,6 +46,9 @@ class VisualNeighborSampler:
     ``balance_frequency`` (true), ``breadth`` (2.0), ``hardness`` (1.0): with the task's
     ledger, the distractors come from the ``breadth x need`` nearest labels, those owed
     showings first (:class:`~medvqa_build.negatives.visual_base.Balance`).
+
+    ``pool_per_class``: the images of each label a build embeds into the pool (a seeded draw,
+    besides the task's candidates), 1000 by default; ``"all"`` embeds every labelled image.
     """
 
     name = "visual_neighbor"
@@ -62,8 +67,17 @@ class VisualNeighborSampler:
         balance_frequency: bool = True,
         breadth: float = 2.0,
         hardness: float = 1.0,
+        pool_per_class: int | str = 1000,
+        embed_candidates: int | str | None = None,
     ):
+        # how many of the task's candidates a build embeds (stages/embed_demand.py)
+        self.embed_candidates = (
+            None
+            if embed_candidates is None
+            else (per_class_cap(embed_candidates, "embed_candidates") or "all")
+        )
         self.k = int(k)
+        self.pool_per_class = per_class_cap(pool_per_class, "pool_per_class")
         self.same_source, self.same_modality = same_source, same_modality
         self.exclude_same_group = exclude_same_group
         self.index_params = dict(index or {})
@@ -107,6 +121,13 @@ class VisualNeighborSampler:
             self._pre_scores, self._pre_ids = self._index.search_self(k)
         self._table = table
         return self
+
+    def embed_demand(self, labels: Sequence[str | None], rng: np.random.Generator) -> np.ndarray:
+        """The pool indices a build embeds for the pool: ``pool_per_class`` of each label,
+        drawn with ``rng`` (the fit then indexes what was embedded)."""
+        keep = [i for i, lab in enumerate(labels) if lab]
+        drawn = draw_per_class(labels, keep, self.pool_per_class, rng)
+        return np.array([keep[r] for _, rows in drawn for r in rows], dtype=np.int64)
 
     def _fitted(self) -> PoolTable:
         if self._table is None:

@@ -22,7 +22,7 @@ from ..recipe import Recipe
 from ..stages.base import BuildContext, Stage, StageResult
 from ..stages.convert import Convert
 from ..stages.curate import Curate
-from ..stages.embed import Embed
+from ..stages.embed import Embed, with_item_samples
 from ..stages.export import Export
 from ..stages.generate import Generate
 from ..stages.materialize import Materialize
@@ -201,7 +201,9 @@ def _builder(stage: Stage, ctx: BuildContext, key: str):
 
 
 def _report(folder: BuildDir, ctx: BuildContext, *, with_difficulty: bool) -> dict:
-    extra = difficulty(ctx.items, ctx.samples, ctx.embeddings) if with_difficulty else {}
+    extra = {}
+    if with_difficulty and ctx.embeddings is not None:
+        extra = difficulty(ctx.items, ctx.samples, with_item_samples(ctx, ctx.items))
     summary = BuildSummary.of(ctx, extra)
     report = report_json(summary, folder.path)
     folder.write_report(report, report_markdown(report, summary))

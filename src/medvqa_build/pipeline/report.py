@@ -154,6 +154,7 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
             for s in summary.stages
         ],
         "seconds_per_stage": stage_seconds(summary.stages),
+        **_embedded(summary.stats("embed")),
         "random_baseline": baseline_rows(test, published=published),
         "difficulty": summary.difficulty,
         "exports": summary.checksums,
@@ -173,6 +174,15 @@ def formula_cells(stages: Iterable[StageResult]) -> dict:
         if s.name == "export" and s.stats.get("formula_cells")
     }
     return {"formula_cells": found} if found else {}
+
+
+def _embedded(stats: dict) -> dict:
+    """What the embed stage embedded of the samples, and what each visual task drew
+    (``{}`` when nothing was embedded)."""
+    if not stats:
+        return {}
+    keys = ("samples", "embedded", "unembedded", "left_out", "demand")
+    return {"embedded": {k: stats[k] for k in keys if k in stats}}
 
 
 def stage_seconds(stages: Iterable[StageResult]) -> dict[str, float | None]:
@@ -237,6 +247,14 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
     if summary.difficulty:
         table = format_difficulty(summary.difficulty)
         lines += ["## Difficulty of the distractors", "", table, ""]
+    if "embedded" in report and "samples" in report["embedded"]:
+        e = report["embedded"]
+        lines += [
+            f"Embedded {e['embedded']} of {e['samples']} samples: what the visual tasks can "
+            f"use (their reachable candidates and per-class pools); {e['left_out']} left out, "
+            f"{e['unembedded']} undecodable. Per task: `embedded.demand` in report.json.",
+            "",
+        ]
     lines += _time_lines(report)
     for fmt, cells in report.get("formula_cells", {}).items():
         lines += [

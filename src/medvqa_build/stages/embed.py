@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -37,6 +38,7 @@ from ..records import QuarantineEntry, Sample
 from ..store.packed import PackedStrings, SortedStrings
 from ..store.quarantine import write_quarantine
 from .base import BuildContext, Stage, StageResult
+from .embed_demand import demand_inputs, plan_demand
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +52,31 @@ def needs_embeddings(recipe) -> bool:
 class Embed(Stage):
     """``sample_id -> vector`` for every sample that could be decoded, when a task (or the
     curate section) needs embeddings; samples that cannot be decoded are listed in
-    ``unembedded.json``. The executor computes the vectors not yet in the shared cache."""
+    ``unembedded.json``. The executor computes the vectors not yet in the shared cache.
+
+    Only the samples generation can use are embedded (:mod:`.embed_demand`): the visual
+    tasks' reachable candidates and their samplers' per-class pools; ``demand.json`` records
+    what was drawn, per task and class."""
 
     name = "embed"
-    version = 3
+    version = 4
+
+    @staticmethod
+    def _curate_needs(ctx: BuildContext) -> bool:
+        return bool(ctx.curate_spec and ctx.curate_spec.needs_embeddings)
 
     def enabled(self, ctx: BuildContext) -> bool:
-        force = bool(ctx.curate_spec and ctx.curate_spec.needs_embeddings)
-        return force or needs_embeddings(ctx.recipe)
+        return self._curate_needs(ctx) or needs_embeddings(ctx.recipe)
 
     def keys(self, ctx: BuildContext) -> list[str]:
         return ["samples"]
 
     def inputs(self, ctx: BuildContext, key: str) -> Any:
-        return {"convert": ctx.fingerprints("convert"), "embedder": ctx.recipe.embedder}
+        return {
+            "convert": ctx.fingerprints("convert"),
+            "embedder": ctx.recipe.embedder,
+            "demand": demand_inputs(ctx.recipe, self._curate_needs(ctx)),
+        }
 
     def plugins(self, ctx: BuildContext, key: str) -> list[str]:
         """The recipe's embedder (none for an embedder object passed in)."""
@@ -72,12 +85,11 @@ class Embed(Stage):
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         recipe, executor = ctx.recipe, ctx.executor
-        info = executor.embedder_info(recipe.embedder) if executor is not None else None
-        if info is None:
-            embedder = make_embedder(recipe.embedder)
-        else:  # the cache names the embedder as the executor's workers build it
-            embedder = SimpleNamespace(id=info[0], dim=info[1])
-        paths, ids, failed = _paths_to_embed(ctx.samples, ctx.roots, out / "frames", ctx.progress)
+        embedder = _embedder(ctx)
+        demand = plan_demand(recipe, ctx.samples, everything=self._curate_needs(ctx))
+        paths, ids, failed, total = _paths_to_embed(
+            ctx.samples, ctx.roots, out / "frames", ctx.progress, demand.wants
+        )
 
         def embed_all(paths: PackedStrings) -> np.ndarray:
             # written straight into the stage's .npy (memory-mapped), never all in memory
@@ -110,11 +122,20 @@ class Embed(Stage):
         vectors.flush()
         _write_json_list(out / "sample_ids.json", ids)
         (out / "unembedded.json").write_text(json.dumps(failed, indent=2) + "\n")
+        (out / "demand.json").write_text(
+            json.dumps({"all": demand.ids is None, "tasks": demand.tasks}, indent=1) + "\n"
+        )
         return {
             "embedded": len(ids),
             "unembedded": len(failed),
+            "samples": total,
+            "left_out": total - len(ids) - len(failed),
             "embedder": embedder.id,
             "dim": int(vectors.shape[1]),
+            "demand": {
+                name: {k: v for k, v in row.items() if k != "ids"}
+                for name, row in demand.tasks.items()
+            },
         }
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
@@ -127,16 +148,89 @@ class Embed(Stage):
         # memory-mapped: rows are read when a sampler needs them, not all up front
         vectors = np.load(result.path / "embeddings.npy", mmap_mode="r")
         ctx.embeddings = EmbeddingLookup(ids, vectors)
+        demand = json.loads((result.path / "demand.json").read_text())
+        if not demand["all"]:  # only what generation can use was embedded
+            ctx.embeddings.left_out = LeftOut(
+                failed=[f["sample_id"] for f in failed],
+                pools={k: v["ids"] for k, v in demand["tasks"].items() if "ids" in v},
+            )
 
 
-def _paths_to_embed(samples: Iterable[Sample], roots, frames: Path, progress: bool):
-    """The file to embed of each sample (a frame or slice decoded once into ``frames``), its
-    id, and the samples that could not be decoded; paths and ids packed (10^6 of them as
-    ``str`` objects in lists would be ~200 MB)."""
+def _embedder(ctx: BuildContext):
+    """The recipe's embedder, or its id and width as the executor's workers build it (the
+    cache names it that way)."""
+    executor = ctx.executor
+    info = executor.embedder_info(ctx.recipe.embedder) if executor is not None else None
+    if info is None:
+        return make_embedder(ctx.recipe.embedder)
+    return SimpleNamespace(id=info[0], dim=info[1])
+
+
+def with_item_samples(ctx: BuildContext, items: Iterable) -> Mapping[str, np.ndarray] | None:
+    """The build's embeddings plus those of the items' first samples that the embed stage
+    left out (it embeds what generation can use): what the difficulty report reads. These
+    are as many as the benchmark's items, embedded through the shared cache, in memory."""
+    emb = ctx.embeddings
+    if emb is None or getattr(emb, "left_out", None) is None:
+        return emb
+    need = sorted({i.sample_ids[0] for i in items if i.sample_ids and i.sample_ids[0] not in emb})
+    if not need:
+        return emb
+    found = ctx.samples.get(need)
+    with tempfile.TemporaryDirectory(prefix="medvqa-items-") as tmp:
+        samples = [found[s] for s in need if s in found]
+        paths, ids, _, _ = _paths_to_embed(samples, ctx.roots, Path(tmp), False, lambda _: True)
+        embedder = _embedder(ctx)
+        vectors = np.zeros((len(paths), embedder.dim), np.float32)
+        try:
+            embed_with_cache(
+                embedder,
+                paths,
+                ctx.recipe.embedding_cache,
+                progress=False,
+                executor=ctx.executor,
+                embedder_spec=ctx.recipe.embedder,
+                out=vectors,
+            )
+        except UndecodableImage as exc:  # the report goes on without those items' rows
+            log.warning("difficulty: %s; items without a vector are not scored", exc)
+            return emb
+    return _Both(emb, {ids[k]: vectors[k] for k in range(len(ids))})
+
+
+class _Both(Mapping[str, np.ndarray]):
+    """The stage's lookup, then a few more vectors."""
+
+    def __init__(self, first: Mapping, extra: dict):
+        self.first, self.extra = first, extra
+
+    def __getitem__(self, sample_id: str) -> np.ndarray:
+        if sample_id in self.extra:
+            return self.extra[sample_id]
+        return self.first[sample_id]
+
+    def __contains__(self, sample_id: object) -> bool:
+        return sample_id in self.extra or sample_id in self.first
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.first
+        yield from self.extra
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.extra)
+
+
+def _paths_to_embed(samples: Iterable[Sample], roots, frames: Path, progress: bool, wants):
+    """The file to embed of each sample ``wants`` (a frame or slice decoded once into
+    ``frames``), its id, the samples that could not be decoded, and the number of samples;
+    paths and ids packed (10^6 of them as ``str`` objects in lists would be ~200 MB)."""
     paths, ids, failed = PackedStrings(), PackedStrings(), []
+    k = -1
     for k, sample in enumerate(
         tqdm(samples, desc="prepare embed", disable=not progress, leave=False)
     ):
+        if not wants(sample.sample_id):
+            continue
         base, fragment = split_fragment(sample_ref(sample))
         path = resolve_image(base, roots)
         if fragment:  # a frame or slice: decode once into the stage folder
@@ -150,7 +244,17 @@ def _paths_to_embed(samples: Iterable[Sample], roots, frames: Path, progress: bo
             path.write_bytes(encode_image(rgb, "png"))
         paths.append(str(path))
         ids.append(sample.sample_id)
-    return paths, ids, failed
+    return paths, ids, failed, k + 1
+
+
+class LeftOut:
+    """What a build with only the needed samples embedded tells generate: the samples that
+    could not be embedded (``failed``) and each capped task's pool (:mod:`.embed_demand`);
+    a sample in neither was left out on purpose."""
+
+    def __init__(self, failed: Sequence[str], pools: dict[str, Sequence[str]]):
+        self.failed = SortedStrings(failed)
+        self.pools = {name: SortedStrings(ids) for name, ids in pools.items()}
 
 
 def _failure(sample: Sample, reason: str) -> dict:
@@ -225,6 +329,7 @@ class EmbeddingLookup(Mapping[str, np.ndarray]):
             raise ValueError(f"{len(ids)} ids for {len(vectors)} vectors")
         self._ids = SortedStrings(ids)
         self.vectors = vectors
+        self.left_out: LeftOut | None = None  # set when only the needed samples were embedded
         self._fd: int | None = None
         self._file = None
         if isinstance(vectors, np.memmap) and vectors.filename and vectors.flags.c_contiguous:

@@ -201,9 +201,26 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
                     # a per-sample task's vocabulary is the set of its candidates' truths (plus
                     # fixed extras), so one sample per truth gives the same vocabulary
                     task.vocab_samples[s.source].setdefault(c.truth, s)
-                if task.visual and s.sample_id in embeddings:
+                if task.visual and _fits_on(task, s.sample_id, embeddings):
                     task.fit_refs.append(s)
                     task.fit_labels.append(cands[0].truth if cands else None)
+
+
+def _fits_on(task: _Task, sample_id: str, embeddings) -> bool:
+    """Whether a pool sample goes into the task's fit. When the embed stage embedded only
+    what generation can use (``embeddings.left_out``), a sampler that draws its library
+    (``draws_library``) is fitted on every sample that did not fail, as if all were embedded
+    (it draws the same library the embed stage drew, and reads only those rows); another on
+    the task's own embedded pool (its capped draw and its candidates)."""
+    left_out = getattr(embeddings, "left_out", None)
+    if left_out is None:
+        return sample_id in embeddings
+    if getattr(task.sampler, "draws_library", False):
+        return left_out.failed.index(sample_id) is None
+    pool = left_out.pools.get(task.spec.name)
+    if pool is not None and pool.index(sample_id) is None:
+        return False
+    return sample_id in embeddings
 
 
 def _plan_grouped(task: _Task, source) -> dict[str, list[str]]:
@@ -272,6 +289,10 @@ class _PoolVectors:
 
     def __len__(self) -> int:
         return len(self.refs)
+
+    def has(self, row: int) -> bool:
+        """Whether row ``row`` has a vector (a capped build embeds only what is read)."""
+        return self.refs[int(row)].sample_id in self.embeddings
 
     def __getitem__(self, rows) -> np.ndarray:
         if isinstance(rows, int | np.integer):
@@ -485,6 +506,8 @@ def _generate_task(task: _Task, run: _Run) -> None:
         if made >= quota:
             break
         if task.visual and cand.sample.sample_id not in run.embeddings:
+            if _past_the_cap(task, cand, run):
+                break
             run.result.dropped.append(
                 {
                     "task": spec.name,
@@ -526,6 +549,24 @@ def _generate_task(task: _Task, run: _Run) -> None:
     bar.close()
     if made < quota:
         run.result.shortfall[spec.name] = quota - made
+
+
+def _past_the_cap(task: _Task, cand: Candidate, run: _Run) -> bool:
+    """A candidate left unembedded on purpose: the embed stage embedded the task's first
+    ``embed_candidates`` and this one comes after them, so the task stops here (one dropped
+    entry says why; the quota not met is the task's shortfall)."""
+    left_out = getattr(run.embeddings, "left_out", None)
+    if left_out is None or left_out.failed.index(cand.sample.sample_id) is not None:
+        return False
+    run.result.dropped.append(
+        {
+            "task": task.spec.name,
+            "sample_id": cand.sample.sample_id,
+            "reason": "the candidates embedded for visual negatives ran out (raise "
+            "negatives.params.embed_candidates, or set it to 'all')",
+        }
+    )
+    return True
 
 
 class Generate(Stage):
