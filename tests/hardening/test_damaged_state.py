@@ -231,3 +231,18 @@ def test_review_decisions_nested_without_end_are_one_line(build, tmp_path):
     assert code == 2
     assert "nested 100,000 levels deep, over max_json_depth=64" in _one_error(err)
     assert (build / "build.json").read_bytes() == before
+
+
+def test_a_rerun_over_a_damaged_stage_names_the_folder_to_delete(build, reference):
+    items = _items_path(build)
+    items.chmod(0o644)
+    items.write_bytes(b"PAR1" + os.urandom(3000))
+    code, err = _cli(["run", DEMO, "-o", str(build), "-q", *SMALL])
+    line = _one_error(err)
+    assert code == 2 and "damaged Parquet file" in line
+    assert f"fix: delete the stage folder {items.parent} and rerun" in line
+    shutil.rmtree(items.parent)  # as the line says
+    assert _cli(["run", DEMO, "-o", str(build), "-q", *SMALL])[0] == 0
+    assert (build / "checksums.sha256").read_bytes() == (
+        reference / "checksums.sha256"
+    ).read_bytes()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,27 @@ def _folder_of(exc: OSError, args: argparse.Namespace) -> str:
     return str(claimed[0]) if claimed else "the output folder"
 
 
+_QUOTED_PATH = re.compile(r"'(/[^']+)'")
+
+
+def _parquet_line(message: str) -> str:
+    """The line for a pyarrow error: the file it names, and the stage folder to delete when
+    the file is a build's (a finished stage is reused while its folder is there)."""
+    first = message.strip().splitlines()[0] if message.strip() else "unreadable"
+    found = _QUOTED_PATH.search(first)
+    path = Path(found.group(1)) if found else None
+    stage = next(
+        (p for p in (path.parents if path else ()) if (p / "_SUCCESS.json").is_file()), None
+    )
+    fix = (
+        f"delete the stage folder {stage} and rerun `medvqa-build run`: the stage is rebuilt"
+        if stage is not None
+        else "it was changed or cut after it was written: write it again with the command "
+        "that made it"
+    )
+    return f"damaged Parquet file ({first}) — fix: {fix}"
+
+
 def describe(exc: BaseException, args: argparse.Namespace) -> str | None:
     """The one line for ``exc``, or None when it is not a damaged state but a bug."""
     if isinstance(exc, OSError) and exc.errno in DISK_FULL:
@@ -63,12 +85,7 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str | None:
             "make the folder writable, or write elsewhere with -o"
         )
     if _from_pyarrow(exc):
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return (
-            f"a Parquet file could not be read ({first}) — fix: it was changed or cut after it "
-            "was written; rerun the command that wrote it (`medvqa-build run` rebuilds a "
-            "build's stage folders)"
-        )
+        return _parquet_line(str(exc))
     if isinstance(exc, RecursionError):
         return (
             "an input is nested too deeply to read (Python's recursion limit) — fix: pass a "
