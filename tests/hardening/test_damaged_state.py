@@ -246,3 +246,18 @@ def test_a_rerun_over_a_damaged_stage_names_the_folder_to_delete(build, referenc
     assert (build / "checksums.sha256").read_bytes() == (
         reference / "checksums.sha256"
     ).read_bytes()
+
+
+def test_full_disk_during_convert_leaves_no_new_folder(tmp_path, monkeypatch):
+    from ..fixtures.sources import kvasir
+
+    root = kvasir.write(tmp_path / "data")
+    out = tmp_path / "new" / "samples.parquet"
+    _disk_full_after(monkeypatch, 0)
+    code, err = _cli(["convert", "kvasir", str(root), "-o", str(out), "-q"])
+    assert code == 2
+    assert (
+        f"the disk is full (ENOSPC: No space left on device) while writing into {out.parent}"
+        in (_one_error(err))
+    )
+    assert not out.parent.exists()

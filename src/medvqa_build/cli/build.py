@@ -101,6 +101,7 @@ def _cmd_convert(args) -> int:
     from ..api import convert_source, nothing_converted, quarantine_of, resolve_source
 
     out = Path(args.output)
+    failures.claim(args, out.parent)  # a folder -o made is removed if convert fails
     print(resolve_source(args.source, args.root).line())
     counts = convert_source(
         args.source,
