@@ -11,7 +11,7 @@ item no build knows is shown without them.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from .rng import rng_for
@@ -155,20 +155,29 @@ class Gallery:
 
 
 def pick_items(
-    items, n: int = 12, seed: int = 0, *, task: str | None = None, source: str | None = None
+    items,
+    n: int = 12,
+    seed: int = 0,
+    *,
+    task: str | None = None,
+    source: str | None = None,
+    sources: Collection[str] | None = None,
 ) -> list:
-    """``n`` items drawn with ``seed`` among those of ``task`` and ``source`` (None: any), in
-    the drawn order. A table (anything with ``column`` and ``rows``) is read two columns at a
-    time and only the drawn rows are decoded; the same seed draws the same items."""
+    """``n`` items drawn with ``seed`` among those of ``task`` and ``source`` (None: any; and
+    of one of ``sources`` when given), in the drawn order. A table (anything with ``column``
+    and ``rows``) is read two columns at a time and only the drawn rows are decoded; the same
+    seed draws the same items."""
     if hasattr(items, "column") and hasattr(items, "rows"):
-        tasks, sources = items.column("task"), items.column("source")
+        tasks, of = items.column("task"), items.column("source")
     else:
         items = list(items)
-        tasks, sources = [i.task for i in items], [i.source for i in items]
+        tasks, of = [i.task for i in items], [i.source for i in items]
     rows = [
         k
-        for k, (t, s) in enumerate(zip(tasks, sources, strict=True))
-        if (task is None or t == task) and (source is None or s == source)
+        for k, (t, s) in enumerate(zip(tasks, of, strict=True))
+        if (task is None or t == task)
+        and (source is None or s == source)
+        and (sources is None or s in sources)
     ]
     order = rng_for(seed, "show", task or "", source or "").permutation(len(rows))
     chosen = [rows[k] for k in order[: max(n, 0)]]

@@ -189,6 +189,14 @@ def test_annotations_only_loads_and_rebuilds_byte_identical(mixed, tmp_path):
     assert str(sun) not in recipe and "${MEDVQA_ROOT_SUN}" in recipe
     assert str(sun) not in files["README.md"].decode()
     assert "python rebuild_images.py --root sun=" in files["README.md"].decode()
+    # the full card shows examples of the CC0 source only; the annotations-only one shows none
+    full_card = (build / "hf" / "README.md").read_text()
+    assert "allow redistribution (`synthetic-endo`)" in full_card
+    assert "Items of `sun` are never shown" in full_card
+    assert "(assets/gallery_lesion_type_identification.png)" in full_card
+    card = files["README.md"].decode()
+    assert "No examples are shown: this upload holds annotations only" in card
+    assert "assets/gallery_" not in card and not any("gallery_" in f for f in files)
     # the documented command, on the user's own copy of SUN
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src")])}
     rebuilt = tmp_path / "rebuilt"

@@ -22,6 +22,8 @@ import pyarrow.parquet as pq
 from ..errors import UsageError
 from . import rebuild_images
 from .card import portable_recipe, root_variable
+from .gallery import PREFIX as GALLERY_PREFIX
+from .gallery import without_galleries
 from .licence_gate import Gate
 
 ROW_GROUP_ROWS = 100  # as the hf exporter writes them
@@ -100,10 +102,14 @@ def annotations_only_export(folder: Path, gate: Gate, out: Path) -> Path:
         target = out / rel
         if rel.parts[0] == "data" and path.suffix == ".parquet":
             _strip(path, target, blocked, hashes)
-        elif rel.as_posix() != "README.md":
+        elif rel.as_posix() != "README.md" and not rel.name.startswith(GALLERY_PREFIX):
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-    card = (folder / "README.md").read_text(encoding="utf-8").rstrip("\n") + "\n\n"
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    card = without_galleries(
+        card, "this upload holds annotations only (see Images not included below)"
+    )
+    card = card.rstrip("\n") + "\n\n"
     (out / "README.md").write_text(
         card + "\n".join(_notice(gate, recipe_yaml, len(hashes))), encoding="utf-8"
     )

@@ -228,8 +228,10 @@ def dataset_card(
     dataset_info: list[dict] | None = None,
     plots: Sequence[str] = (),
     config_items: dict[str, int] | None = None,
+    gallery: Sequence[str] = (),
 ) -> str:
-    """The README.md text; ``items``: the items (read once) or their :class:`CardStats`."""
+    """The README.md text; ``items``: the items (read once) or their :class:`CardStats`;
+    ``gallery``: the Examples section's lines (:mod:`.gallery`)."""
     stats = card_stats(items)
     used = sorted(stats.sources)
     lines = _front_matter(name, manifests, used, configs, dataset_info, stats)
@@ -241,6 +243,7 @@ def dataset_card(
         lines += blind_table(validation["blind"])
     if plots:
         lines += ["## Distributions", ""] + [f"![{p}](assets/{p})" for p in plots] + [""]
+    lines += list(gallery)
     lines += ["## Sources and citations", ""]
     for sid in used:
         lines += _citation(sid, manifests[sid])

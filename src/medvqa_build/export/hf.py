@@ -33,6 +33,7 @@ from ..store.parquet import items_to_table
 from .base import EXPORTERS, ExportContext
 from .card import LICENCE_FILE, CardStats, dataset_card, licence_file, licence_metadata
 from .common import slug, task_config, where
+from .gallery import card_galleries, gallery_section, recipe_seed, shown_sources
 from .plots import card_plots
 
 IMAGE_LIST = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
@@ -222,6 +223,18 @@ class _Plan:
         return where(items, "task", self.task_config[config])
 
 
+def _galleries(ctx: ExportContext, plan: _Plan, out: Path) -> list[str]:
+    """The examples of each task as ``assets/gallery_<task>.png``; the card's section."""
+    seed = recipe_seed(ctx.recipe_yaml)
+    used = sorted(plan.stats.sources)
+    drawn = card_galleries(ctx.items, plan.stats.task, ctx.resolve, ctx.manifests, used, seed)
+    for fname, png in drawn.values():
+        write_atomic(out / "assets" / fname, png)
+    shown = shown_sources(ctx.manifests, used)
+    hidden = [s for s in used if s not in shown]
+    return gallery_section({t: f for t, (f, _) in drawn.items()}, shown, hidden, seed)
+
+
 @EXPORTERS.register("hf")
 def export_hf(ctx: ExportContext, out: Path) -> dict:
     """Write the Parquet shards, the dataset card and its plots. Option: ``shard_mb``."""
@@ -271,6 +284,7 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
     plots = card_plots(plan.stats)
     for fname, png in plots.items():
         write_atomic(out / "assets" / fname, png)
+    gallery = _galleries(ctx, plan, out)
     card = dataset_card(
         plan.stats,
         ctx.manifests,
@@ -281,6 +295,7 @@ def export_hf(ctx: ExportContext, out: Path) -> dict:
         dataset_info=infos,
         plots=list(plots),
         config_items=counts,
+        gallery=gallery,
     )
     write_atomic(out / "README.md", card)
     used = sorted(plan.stats.sources)
