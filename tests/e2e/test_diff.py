@@ -113,7 +113,7 @@ def test_outputs_card_and_fail_on(releases, capsys, tmp_path):
     assert code == 1
     assert err.splitlines()[-1] == "error: --fail-on removed>50%: removed is 100.0%"
     assert out == (tmp_path / "diff.md").read_text()
-    assert "| `tasks[lesion-type].quota` | 20 | 16 |" in out
+    assert "| tasks[lesion-type].quota | 20 | 16 |" in out
     assert json.loads((tmp_path / "diff.json").read_text())["old"]["label"] == "v0.1"
     card = (new / "hf" / "README.md").read_text()
     assert card.count("## Changes since v0.1") == 1

@@ -24,6 +24,7 @@ from ..media.refs import split_fragment
 from ..records import Item
 from ..view import pick_items
 from .common import slug
+from .markdown import md_text
 
 PER_TASK = 4  # examples in a task's gallery
 PREFIX = "gallery_"  # assets/gallery_<task slug>.png: what an annotations-only upload drops
@@ -149,7 +150,8 @@ def gallery_section(
         )
     lines.append("")
     for task, name in files.items():
-        lines += [f"### {task}", "", f"![examples of {task}](assets/{name})", ""]
+        alt = md_text(task).replace("[", "(").replace("]", ")")
+        lines += [f"### {md_text(task)}", "", f"![examples of {alt}](assets/{name})", ""]
     return lines
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
+from ..export.markdown import md_cell
 from ..store.atomic import write_atomic
 
 DETAILS = 20  # item ids listed per kind of change in the Markdown report
@@ -18,10 +19,10 @@ _RULE = re.compile(r"^\s*(added|removed|changed|any|recipe)\s*>\s*(\d+(?:\.\d+)?
 
 
 def _cell(value) -> str:
+    """A value as table-cell text: never markup (names come from files nobody here wrote)."""
     if value is None:
         return "(absent)"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return md_cell(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
 
 
 def _counts_table(items: dict) -> list[str]:
@@ -57,7 +58,7 @@ def _key_changes(title: str, changes: list[dict] | None, missing: str) -> list[s
     if not changes:
         return [f"## {title}", "", "No differences.", ""]
     lines = [f"## {title}", "", "| key | old | new |", "|---|---|---|"]
-    lines += [f"| `{_cell(c['key'])}` | {_cell(c['old'])} | {_cell(c['new'])} |" for c in changes]
+    lines += [f"| {_cell(c['key'])} | {_cell(c['old'])} | {_cell(c['new'])} |" for c in changes]
     return lines + [""]
 
 
@@ -184,7 +185,7 @@ def card_section(diff: dict, previous: str | None = None) -> str:
     if diff["recipe"]:
         lines += ["Recipe changes:", ""]
         lines += [
-            f"- `{_cell(c['key'])}`: {_cell(c['old'])} → {_cell(c['new'])}" for c in diff["recipe"]
+            f"- {_cell(c['key'])}: {_cell(c['old'])} → {_cell(c['new'])}" for c in diff["recipe"]
         ]
         lines.append("")
     if diff["versions"]:
