@@ -163,3 +163,40 @@ def test_table_limits_are_overridable(tmp_path):
     out = tmp_path / "s.parquet"
     proc = bounded_cli("convert", "synthetic-endo", root, "-o", out, "-q", env=env)
     assert proc.returncode == 2 and "max_line_chars limit of 100" in proc.error_lines()[0]
+
+
+# -- 2-D images: our limit quoted, and the decode budget ------------------------------------------
+
+
+def test_a_tiff_over_max_pixels_quotes_our_limit_not_pillows(tmp_path):
+    """Pillow refuses at twice its own MAX_IMAGE_PIXELS (4e8 when set to ours): the reason
+    names the size and max_pixels, never Pillow's number."""
+    polyps = kvasir_polyps(tmp_path / "kvasir")
+    Image.new("1", (30000, 30000)).save(polyps / "huge.tif", compression="tiff_adobe_deflate")
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "kvasir", tmp_path / "kvasir", "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    _, (entry,) = converted(out)
+    assert entry["reason"].startswith(
+        "image header claims 30000x30000 = 900,000,000 pixels, over the max_pixels limit of "
+        "200,000,000"
+    )
+    assert "400000000" not in entry["reason"] and "400,000,000" not in entry["reason"]
+
+
+def test_an_image_under_max_pixels_whose_decode_is_over_the_budget_is_quarantined(tmp_path):
+    """A 14000x14000 Deflate TIFF (196 Mpx, under max_pixels) costs over a gigabyte to decode,
+    in every worker: refused from its header by max_decode_bytes; raising the budget lets the
+    header check pass."""
+    polyps = kvasir_polyps(tmp_path / "kvasir")
+    Image.new("1", (14000, 14000)).save(polyps / "slide.tif", compression="tiff_adobe_deflate")
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "kvasir", tmp_path / "kvasir", "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, (entry,) = converted(out)
+    assert counts["converted"] == 3
+    assert "decoding 14000x14000 pixels needs about 1,176,000,000 bytes" in entry["reason"]
+    assert "max_decode_bytes limit of 1,073,741,824 per worker" in entry["reason"]
+    env = {"MEDVQA_LIMITS": "max_decode_bytes=2e9"}
+    proc = bounded_cli("convert", "kvasir", tmp_path / "kvasir", "-o", out, "-q", env=env)
+    assert converted(out)[0]["converted"] == 4

@@ -21,6 +21,7 @@ import numpy as np
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from ..errors import ImageProblem
+from ..store.limits import read_limits
 from ..store.paths import not_a_file
 
 _JPEG_EOI = b"\xff\xd9"
@@ -43,12 +44,32 @@ def pixel_limit(width: int, height: int, max_pixels: int | None) -> None:
         )
 
 
+# bytes a decode holds per pixel: the decoder's buffer and the RGB array handed on (OpenCV's
+# TIFF reader, measured: a 8000x8000 Deflate TIFF peaks at 2 x 192 MB)
+DECODE_BYTES_PER_PIXEL = 6
+
+
+def decode_limit(width: int, height: int) -> None:
+    """Raise :class:`ImageProblem` when decoding a ``width x height`` image would need more
+    than ``max_decode_bytes`` (the per-worker decode budget, store/limits.py): a 14000x14000
+    Deflate TIFF is under ``max_pixels`` yet costs over a gigabyte in every worker."""
+    need = width * height * DECODE_BYTES_PER_PIXEL
+    budget = read_limits().max_decode_bytes
+    if need > budget:
+        raise ImageProblem(
+            f"decoding {width}x{height} pixels needs about {need:,} bytes, over the "
+            f"max_decode_bytes limit of {budget:,} per worker; raise it "
+            "(MEDVQA_LIMITS=max_decode_bytes=...) if the file is genuine"
+        )
+
+
 @contextmanager
-def _pillow_limit(max_pixels: int | None) -> Iterator[None]:
-    """Pillow's own bomb check at our limit while a header is read (it refuses at twice
-    ``MAX_IMAGE_PIXELS`` and warns above it; the warning is ours to turn into a reason)."""
+def _pillow_unlimited() -> Iterator[None]:
+    """Pillow's own bomb check off while a header is read (nothing is decoded): our
+    :func:`pixel_limit` then names the size and OUR limit, where Pillow's error quoted its
+    own (twice ``MAX_IMAGE_PIXELS``)."""
     saved = Image.MAX_IMAGE_PIXELS
-    Image.MAX_IMAGE_PIXELS = max_pixels
+    Image.MAX_IMAGE_PIXELS = None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -57,26 +78,16 @@ def _pillow_limit(max_pixels: int | None) -> Iterator[None]:
         Image.MAX_IMAGE_PIXELS = saved
 
 
-def _bomb(exc: Exception, max_pixels: int | None) -> ImageProblem:
-    """The quarantine reason of a header Pillow refused as a decompression bomb."""
-    return ImageProblem(
-        f"image header claims too many pixels ({exc}); limit max_pixels={max_pixels:,}; "
-        f"{MAX_PIXELS_FIX}"
-    )
-
-
 def read_image_size(
     path: str | os.PathLike, max_pixels: int | None = DEFAULT_MAX_PIXELS
 ) -> tuple[int, int]:
     """``(width, height)`` from the file header, without decoding pixels; an image over
     ``max_pixels`` raises :class:`ImageProblem` naming its size and the key to raise."""
     try:
-        with _pillow_limit(max_pixels), Image.open(path) as im:
+        with _pillow_unlimited(), Image.open(path) as im:
             width, height = int(im.width), int(im.height)
     except FileNotFoundError:
         raise ImageProblem("file not found") from None
-    except Image.DecompressionBombError as exc:
-        raise _bomb(exc, max_pixels) from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
         # Pillow's messages name the absolute path; the reason must not (reports are published).
         message = str(exc).replace(str(path), Path(path).name)
@@ -90,7 +101,7 @@ def _tiff_truncated(path: Path) -> bool:
     the header of a truncated TIFF still reads, only its pixel data is cut."""
     size = path.stat().st_size
     try:  # the size was checked against max_pixels already
-        with _pillow_limit(None), Image.open(path) as im:
+        with _pillow_unlimited(), Image.open(path) as im:
             tags = getattr(im, "tag_v2", {})
             offsets = tags.get(273) or tags.get(324) or ()
             counts = tags.get(279) or tags.get(325) or ()
@@ -140,6 +151,7 @@ def check_image(
     if wh is None:
         return _check_image_slow(Path(path), mode, max_pixels)
     pixel_limit(wh[0], wh[1], max_pixels)
+    decode_limit(wh[0], wh[1])
     return _check_read(path, mode, wh[0], wh[1], head[:8], tail)
 
 
@@ -152,6 +164,7 @@ def _check_image_slow(
     if path.stat().st_size == 0:
         raise ImageProblem("empty file (0 bytes)")
     width, height = read_image_size(path, max_pixels)
+    decode_limit(width, height)
     with path.open("rb") as fh:
         head = fh.read(8)
     return _check_read(path, mode, width, height, head, _tail(path))
@@ -211,7 +224,7 @@ def _header_size(head: bytes, fd: int, size: int, max_pixels: int | None) -> tup
         return wh  # the caller checks it against max_pixels before anything is decoded
     try:
         with (
-            _pillow_limit(max_pixels),
+            _pillow_unlimited(),
             open(fd, "rb", closefd=False) as fh,
             Image.open(fh) as im,
         ):
@@ -335,7 +348,8 @@ def load_rgb(path: str | os.PathLike) -> np.ndarray:
     image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
     if image is None:
         raise ImageProblem("cannot decode image pixels (corrupt or unsupported format)")
-    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    del data  # the file's bytes: not held while the channels are swapped
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB, dst=image)  # in place: one image in memory
 
 
 def load_mask(path: str | os.PathLike) -> np.ndarray:

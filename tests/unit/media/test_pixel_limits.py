@@ -53,7 +53,7 @@ def test_bomb_read_by_pillow_is_refused(tmp_path, side):
     assert "max_pixels" in str(err.value)
 
 
-def test_limit_is_inclusive_and_none_means_no_limit(tmp_path):
+def test_limit_is_inclusive_and_none_means_no_limit(tmp_path, monkeypatch):
     path = tmp_path / "ok.png"
     Image.fromarray(np.zeros((30, 40, 3), np.uint8)).save(path)
     assert check_image(path, "decode", 1200) == (40, 30)
@@ -61,6 +61,9 @@ def test_limit_is_inclusive_and_none_means_no_limit(tmp_path):
         check_image(path, "header", 1199)
     big = tmp_path / "big.png"
     big.write_bytes(png_header_only(65000, 65000))
+    with pytest.raises(ImageProblem, match="max_decode_bytes"):  # a separate limit
+        check_image(big, "header", None)
+    monkeypatch.setenv("MEDVQA_LIMITS", "max_decode_bytes=1e12")
     assert check_image(big, "header", None) == (65000, 65000)
 
 
