@@ -4,7 +4,7 @@ letter, and question templates with named slots (``{finding}``, ``{tool}``) rota
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
@@ -12,6 +12,7 @@ from ..records import Item, Negatives
 from ..render import sample_distractor_boxes
 from ..vocab import LETTERS
 from .base import Candidate, GenContext, ItemProblem, TaskGenerator
+from .box_options import BoxPool, pool_distractor_boxes
 
 YES, NO = "Yes", "No"
 
@@ -112,21 +113,43 @@ def other_boxes(cand: Candidate) -> list[tuple[float, float, float, float]]:
 
 
 def distractor_boxes(
-    cand: Candidate, ctx: GenContext, n: int, params: dict
+    cand: Candidate,
+    ctx: GenContext,
+    n: int,
+    params: dict,
+    pool: BoxPool | None = None,
+    fresh: Callable[[tuple], bool] | None = None,
 ) -> list[tuple[float, ...]]:
-    """``n`` boxes of about the target's size, IoU below ``params.max_iou`` (default 0.1) with
-    the target, with every other true region and with each other; ItemProblem when none fit."""
+    """``n`` boxes with IoU below ``params.max_iou`` (default 0.1) with the target, with every
+    other true region and with each other; ItemProblem when none fit. With the task's
+    ``pool`` (its true boxes, :mod:`.box_options`) they are true boxes of other images,
+    jittered by ``params.box_jitter`` (0.05) of their sides, whose text is ``fresh``; without
+    one, boxes of about the target's size (``params.size_jitter``) placed uniformly."""
     if cand.region is None or cand.region.bbox is None:
         raise ItemProblem("the candidate has no region box")
     s = cand.sample
+    max_iou = float(params.get("max_iou", 0.1))
     try:
+        if pool is not None:
+            return pool_distractor_boxes(
+                pool,
+                s,
+                cand.region.label,
+                cand.region.bbox,
+                n,
+                ctx.rng,
+                max_iou,
+                other_boxes(cand),
+                jitter=float(params.get("box_jitter", 0.05)),
+                fresh=fresh,
+            )
         return sample_distractor_boxes(
             cand.region.bbox,
             s.width,
             s.height,
             n,
             ctx.rng,
-            max_iou=float(params.get("max_iou", 0.1)),
+            max_iou=max_iou,
             avoid=other_boxes(cand),
             size_jitter=float(params.get("size_jitter", 0.2)),
         )

@@ -1,7 +1,8 @@
 """``region_selection``: four boxes in red, blue, yellow and green, one around the finding;
 "which box shows the <finding>?" with the four colour names as options (EndoBench's Region
-Selection). The three other boxes have about the target's size and overlap neither it nor any
-other annotated region (IoU below ``params.max_iou``), so exactly one box holds the finding.
+Selection). The three other boxes are true boxes of other images of the pool
+(:mod:`.box_options`) and overlap neither the target nor any other annotated region (IoU below
+``params.max_iou``), so exactly one box holds the finding.
 
 The question never names a colour; the target's colour is drawn at random and the answer
 letter comes from the task's balanced slots, so colour and letter are independent.
@@ -13,13 +14,14 @@ from collections.abc import Sequence
 
 from ..records import DrawnShape, Item, Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from .box_options import ScansBoxes
 from .common import choice_item, distractor_boxes, region_candidates, templated
 
 COLOR_NAMES = ("red", "blue", "yellow", "green")  # render.COLORS, in EndoBench's option words
 
 
 @TASKS.register("region_selection")
-class RegionSelection(TaskGenerator):
+class RegionSelection(ScansBoxes, TaskGenerator):
     per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "region_selection"
     needs = "regions with a box"
@@ -45,7 +47,7 @@ class RegionSelection(TaskGenerator):
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         if cand.region is None or cand.region.bbox is None:
             raise ItemProblem("region selection needs a region box")
-        boxes = distractor_boxes(cand, ctx, len(COLOR_NAMES) - 1, self.params)
+        boxes = distractor_boxes(cand, ctx, len(COLOR_NAMES) - 1, self.params, self.boxes)
         colours = [COLOR_NAMES[i] for i in ctx.rng.permutation(len(COLOR_NAMES))]
         target, others = colours[0], colours[1:]
         shapes = [
@@ -70,7 +72,7 @@ class RegionSelection(TaskGenerator):
             others,
             question,
             template_id,
-            "similar_size_boxes",
+            "pool_boxes" if self.boxes is not None else "similar_size_boxes",
             gt=target,
             prompt_level="multi",
             prompt_geometry=tuple(shapes),

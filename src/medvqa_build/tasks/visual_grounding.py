@@ -1,6 +1,7 @@
 """``visual_grounding``: "where is the <finding>?" with four coordinate strings as options, the
-target's box and three boxes of about its size that overlap neither it nor any other annotated
-region (EndoBench's Visual Grounding). The image is shown clean; the boxes are written in the
+target's box and three true boxes of other images of the pool that overlap neither it nor any
+other annotated region (EndoBench's Visual Grounding; :mod:`.box_options` says why). The
+image is shown clean; the boxes are written in the
 recipe's ``coord_format`` (EndoBench: ``abs``, "[x1, y1, x2, y2]" in pixels)."""
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from ..geometry import format_box
 from ..records import Item, Sample
 from ..render import COORD_HINTS
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from .box_options import ScansBoxes
 from .common import choice_item, distractor_boxes, region_candidates, templated
 
 
 @TASKS.register("visual_grounding")
-class VisualGrounding(TaskGenerator):
+class VisualGrounding(ScansBoxes, TaskGenerator):
     per_sample = True  # candidates from one sample at a time: the pool is streamed
     name = "visual_grounding"
     needs = "regions with a box"
@@ -39,24 +41,34 @@ class VisualGrounding(TaskGenerator):
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         if cand.region is None or cand.region.bbox is None:
             raise ItemProblem("visual grounding needs a region box")
-        s, fmt = cand.sample, ctx.spec.coord_format
-        boxes = distractor_boxes(cand, ctx, self.n_options - 1, self.params)
+        s, fmt, n = cand.sample, ctx.spec.coord_format, self.n_options
+
+        def text(box) -> str:
+            return format_box(box, fmt, s.width, s.height)
+
+        def fresh(box) -> bool:  # a text new to the task: none is shown twice (issue 32.3)
+            t = text(box)
+            return not (ctx.ledger.answers[t] or ctx.ledger.distractors[t])
+
+        boxes = distractor_boxes(cand, ctx, n - 1, self.params, self.boxes, fresh)
         try:
-            truth = format_box(cand.region.bbox, fmt, s.width, s.height)
-            others = [format_box(b, fmt, s.width, s.height) for b in boxes]
+            truth = text(cand.region.bbox)
+            others = [text(b) for b in boxes]
         except ValueError as exc:
             raise ItemProblem(f"cannot write the box: {exc}") from None
         question, template_id = templated(self, index, finding=cand.region.label)
-        return choice_item(
+        item = choice_item(
             cand,
             ctx,
             truth,
             others,
             f"{question} {COORD_HINTS[fmt]}",
             template_id,
-            "similar_size_boxes",
+            "pool_boxes" if self.boxes is not None else "similar_size_boxes",
             gt=truth,
             answer_bbox=cand.region.bbox,
             coord_format=fmt,
             prompt_level="image",
         )
+        ctx.ledger.record(truth, others)
+        return item

@@ -292,11 +292,23 @@ def test_instrument_counting_and_presence_follow_the_tool_table(big_samples):
     assert abs(presence.count("Yes") - presence.count("No")) <= 2
 
 
-def _similar(a, b, jitter=0.2):
-    wa, ha, wb, hb = a[2] - a[0], a[3] - a[1], b[2] - b[0], b[3] - b[1]
-    return (1 - jitter) * wa - 1 <= wb <= (1 + jitter) * wa + 1 and (1 - jitter) * ha - 1 <= hb <= (
-        1 + jitter
-    ) * ha + 1
+def _pool_sized(box, sample, samples):
+    """The box has the size of a true box of another image (scaled to this one, whole
+    pixels, jittered): a distractor drawn from the task's pool, as is or recombined (#32.3)."""
+    w, h = box[2] - box[0], box[3] - box[1]
+    for other in samples:
+        if other.sample_id == sample.sample_id:
+            continue
+        sx, sy = sample.width / other.width, sample.height / other.height
+        for r in other.regions:
+            if r.bbox is None:
+                continue
+            ow = round(r.bbox[2] * sx) - round(r.bbox[0] * sx)
+            oh = round(r.bbox[3] * sy) - round(r.bbox[1] * sy)
+            # each edge moves by up to box_jitter (0.05) of the side: the size by twice that
+            if abs(ow - w) <= 0.1 * ow + 2 and abs(oh - h) <= 0.1 * oh + 2:
+                return True
+    return False
 
 
 def test_region_selection_boxes(big_samples):
@@ -330,13 +342,13 @@ def test_region_selection_boxes(big_samples):
         for s in shapes:
             if s is target:
                 continue
-            assert _similar(target.bbox, s.bbox)
+            assert _pool_sized(s.bbox, sample, big_samples)
             assert all(iou(s.bbox, t) < 0.1 for t in truth_boxes)
             assert all(iou(s.bbox, o.bbox) < 0.1 for o in shapes if o is not s)
     assert len(colours_of_target) == 4  # the target's colour varies
 
 
-def test_visual_grounding_options_are_similar_boxes(big_samples):
+def test_visual_grounding_options_are_pool_boxes(big_samples):
     by_id = {s.sample_id: s for s in big_samples}
     items = run(
         [task("vg", "visual_grounding", SPATIAL, "Visual Grounding", where=STILLS)], big_samples
@@ -349,7 +361,7 @@ def test_visual_grounding_options_are_similar_boxes(big_samples):
         assert item.coord_format == "abs" and "[x1, y1, x2, y2]" in item.question
         for b in boxes:
             if b != truth:
-                assert _similar(truth, b, 0.25)
+                assert _pool_sized(b, sample, big_samples)
                 assert all(iou(b, r.bbox) < 0.1 for r in sample.regions)
 
 

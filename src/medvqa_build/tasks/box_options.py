@@ -1,0 +1,226 @@
+"""Distractor boxes that geometry alone cannot tell from the answer (issue 32.3).
+
+Boxes "of about the target's size, anywhere in the image" gave the answer away without the
+image: the target's size was the mean of the others', and the target sat nearer the centre
+(findings are framed) than boxes placed uniformly. Here a distractor is a true box of another
+image of the task's pool: the same source and finding where there are enough, scaled to this
+image, kept when it overlaps neither the target, another annotated region nor a box already
+taken (IoU below ``max_iou``). Its size, position and distance to the border then follow the
+distribution of the answers (drawn with weights that undo what the overlap rule removes,
+:func:`fit_weights`), and a box text that is often an answer (a video's repeated box) is as
+often a distractor. When too few true boxes fit, a box is recombined from the size of one true
+box and the centre of another; only then is the item dropped.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..geometry import iou
+from ..records import Sample
+
+MIN_POOL = 8  # true boxes of a (source, finding) needed to draw from it alone
+BATCH = 64  # candidate boxes drawn at a time
+REFERENCE = 256  # boxes the weights are estimated against
+CHUNK = 4096  # boxes compared with the reference at a time
+MIN_CLEAR = 0.1  # share of boxes cleared below which a box's weight stops growing
+
+
+Box = tuple[float, float, float, float]
+
+
+def _owner(sample_id: str) -> int:
+    return zlib.crc32(sample_id.encode())
+
+
+def _iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of every box of ``a`` (n, 4) with every box of ``b`` (m, 4), xyxy."""
+    lo = np.maximum(a[:, None, :2], b[None, :, :2])
+    hi = np.minimum(a[:, None, 2:], b[None, :, 2:])
+    inter = np.clip(hi - lo, 0, None).prod(axis=2)
+    area_a = (a[:, 2:] - a[:, :2]).prod(axis=1)
+    area_b = (b[:, 2:] - b[:, :2]).prod(axis=1)
+    return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-12)
+
+
+def fit_weights(rows: np.ndarray, max_iou: float, power: int = 3, rounds: int = 2) -> np.ndarray:
+    """Draw weights that keep a distractor's geometry that of an answer.
+
+    A distractor is kept only when it clears the target, so boxes that clear few others
+    (large and central, as most findings are) would be kept less often than they are answers,
+    and "the largest, most central box" would win. Each box is drawn with weight ``1 / Z``,
+    ``Z`` the weighted share of boxes it clears, estimated on :data:`REFERENCE` boxes in
+    ``rounds`` fixed-point rounds (boxes divided by their image's size: IoU does not change)."""
+    n = len(rows)
+    if n == 0:
+        return np.zeros(0)
+    unit = rows[:, :4] / np.concatenate([rows[:, 4:6], rows[:, 4:6]], axis=1)
+    picked = np.sort(np.random.default_rng(0).choice(n, size=min(n, REFERENCE), replace=False))
+    weights = np.ones(n)
+    for _ in range(rounds):
+        q = weights[picked]
+        z = np.empty(n)
+        for a in range(0, n, CHUNK):
+            z[a : a + CHUNK] = (_iou_matrix(unit[a : a + CHUNK], unit[picked]) < max_iou) @ q
+        weights = 1.0 / np.maximum(z / q.sum(), MIN_CLEAR) ** power
+    return weights
+
+
+@dataclass(frozen=True)
+class _SourceBoxes:
+    rows: np.ndarray  # float32 (n, 6): x1, y1, x2, y2, image width, image height
+    labels: np.ndarray  # int32 index into ``names``
+    owners: np.ndarray  # uint32 crc32 of the sample id
+    names: list[str]
+    weights: np.ndarray  # float64 draw weights (:func:`fit_weights`)
+
+
+class BoxPool:
+    """The true boxes of a task's pool, per source: pixel box and image size, the finding,
+    the image they belong to and a draw weight; about 40 bytes a box."""
+
+    def __init__(self, max_iou: float = 0.1) -> None:
+        self.max_iou = float(max_iou)
+        self._rows: dict[str, list[tuple[float, ...]]] = {}
+        self._labels: dict[str, list[str]] = {}
+        self._owners: dict[str, list[int]] = {}
+        self._frozen: dict[str, _SourceBoxes] = {}
+
+    @classmethod
+    def of(cls, samples: Iterable[Sample], labels: Sequence[str] = (), max_iou: float = 0.1):
+        """Every region with a box (of ``labels`` when given) of ``samples`` (streamed)."""
+        pool, only = cls(max_iou), set(labels)
+        for s in samples:
+            for r in s.regions:
+                if r.bbox is not None and (not only or r.label in only):
+                    pool.add(s, r.label, r.bbox)
+        pool.freeze()
+        return pool
+
+    def add(self, sample: Sample, label: str, box: Sequence[float]) -> None:
+        src = sample.source
+        self._rows.setdefault(src, []).append((*map(float, box), sample.width, sample.height))
+        self._labels.setdefault(src, []).append(label)
+        self._owners.setdefault(src, []).append(_owner(sample.sample_id))
+
+    def freeze(self) -> None:
+        """Pack the boxes added so far into arrays and weigh them (the lists are dropped)."""
+        for src in sorted(self._rows):
+            names = sorted(set(self._labels[src]))
+            code = {n: k for k, n in enumerate(names)}
+            rows = np.array(self._rows.pop(src), dtype=np.float64).reshape(-1, 6)
+            self._frozen[src] = _SourceBoxes(
+                rows=rows,
+                labels=np.array([code[x] for x in self._labels.pop(src)], dtype=np.int32),
+                owners=np.array(self._owners.pop(src), dtype=np.uint32),
+                names=names,
+                weights=fit_weights(rows, self.max_iou),
+            )
+
+    def __len__(self) -> int:
+        return sum(len(b.rows) for b in self._frozen.values())
+
+    def candidates(self, sample: Sample, label: str) -> tuple[np.ndarray, np.ndarray]:
+        """The boxes a distractor of ``sample``'s ``label`` box is drawn from, as rows of
+        ``x1, y1, x2, y2, width, height``, and their draw weights: the source's boxes of that
+        finding in other images, or all its boxes in other images when those are fewer than
+        :data:`MIN_POOL`."""
+        boxes = self._frozen.get(sample.source)
+        if boxes is None:
+            return np.zeros((0, 6)), np.zeros(0)
+        other = boxes.owners != _owner(sample.sample_id)
+        code = boxes.names.index(label) if label in boxes.names else -1
+        same = other & (boxes.labels == code)
+        keep = same if same.sum() >= MIN_POOL else other
+        return boxes.rows[keep], boxes.weights[keep]
+
+
+class ScansBoxes:
+    """Mixin of the tasks with box options: :meth:`scan` keeps the pool's true boxes (of
+    ``params.labels`` when given) as the task's :class:`BoxPool`; ``params.box_pool: false``
+    keeps the uniform similar-size boxes instead."""
+
+    scans_pool = True
+    params: dict
+    boxes: BoxPool | None = None
+
+    def scan(self, samples: Iterable[Sample]) -> None:
+        if self.params.get("box_pool", True):
+            labels, max_iou = self.params.get("labels", ()), self.params.get("max_iou", 0.1)
+            self.boxes = BoxPool.of(samples, labels, float(max_iou))
+
+
+def _candidates(
+    rows: np.ndarray, picks: np.ndarray, recombine: bool, jitter: float, w: int, h: int, rng
+) -> np.ndarray:
+    """Boxes (k, 4) for draws ``picks`` (k, 2) of ``rows``: the first row's box scaled to a
+    ``w`` x ``h`` image (with ``recombine``: its size at the second row's centre), each edge
+    moved by up to ``jitter`` of the box's side, in whole pixels inside the image."""
+    size = np.array([w, h, w, h], dtype=np.float64)
+    a = rows[picks[:, 0], :4] / np.tile(rows[picks[:, 0], 4:6], 2) * size
+    same = (rows[picks[:, 0], 4] == w) & (rows[picks[:, 0], 5] == h)
+    a = np.where(same[:, None], rows[picks[:, 0], :4], np.round(a))  # same size: unchanged
+    if recombine:
+        b = rows[picks[:, 1], :4] / np.tile(rows[picks[:, 1], 4:6], 2) * size
+        side = np.minimum(a[:, 2:] - a[:, :2], size[:2])
+        lo = np.clip(np.round((b[:, :2] + b[:, 2:] - side) / 2), 0, size[:2] - side)
+        a = np.concatenate([lo, lo + side], axis=1)
+    sides = np.tile(a[:, 2:] - a[:, :2], 2)
+    moved = np.round(a + rng.uniform(-1.0, 1.0, size=a.shape) * jitter * sides)
+    lo = np.clip(np.minimum(moved[:, :2], moved[:, 2:]), 0, None)
+    hi = np.minimum(np.maximum(moved[:, :2], moved[:, 2:]), size[:2])
+    return np.concatenate([lo, hi], axis=1)
+
+
+def pool_distractor_boxes(
+    pool: BoxPool,
+    sample: Sample,
+    label: str,
+    target: Sequence[float],
+    n: int,
+    rng: np.random.Generator,
+    max_iou: float = 0.1,
+    avoid: Sequence[Sequence[float]] = (),
+    max_tries: int = 2000,
+    jitter: float = 0.05,
+    fresh: Callable[[Box], bool] | None = None,
+) -> list[Box]:
+    """``n`` boxes from ``pool`` (true boxes of other images, then recombined ones), each
+    edge jittered by up to ``jitter`` of its side, with IoU below ``max_iou`` to ``target``,
+    to every ``avoid`` box and to each other; ValueError when ``max_tries`` draws of each
+    kind do not find them.
+
+    ``fresh`` (default: any box) says whether a box's option text is new to the task: with
+    unique answers, a text shown twice would be a distractor, and an answer's text shown
+    again would be one too, so every box text is shown once."""
+    rows, weights = pool.candidates(sample, label)
+    if not len(rows):
+        raise ValueError(f"no box of another image of source {sample.source!r} to draw from")
+    taken = np.array([target, *avoid], dtype=np.float64).reshape(-1, 4)
+    found: list[Box] = []
+    p = weights / weights.sum()
+    for recombine in (False, True):
+        for _ in range(0, max_tries, BATCH):
+            if len(found) == n:
+                break
+            picks = rng.choice(len(rows), size=(BATCH, 2), p=p)
+            boxes = _candidates(rows, picks, recombine, jitter, sample.width, sample.height, rng)
+            ok = ((boxes[:, 2:] - boxes[:, :2]) >= 1).all(axis=1)
+            ok &= (_iou_matrix(boxes, taken) < max_iou).all(axis=1)
+            for k in np.flatnonzero(ok).tolist():
+                box = tuple(float(v) for v in boxes[k])
+                if all(iou(box, o) < max_iou for o in found) and (fresh is None or fresh(box)):
+                    found.append(box)
+                    if len(found) == n:
+                        break
+    if len(found) == n:
+        return found
+    raise ValueError(
+        f"found {len(found)} of {n} distractor boxes among {len(rows)} boxes of other images "
+        f"with IoU < {max_iou} to the target and the image's regions; max_iou too strict or "
+        "the target too large"
+    )
