@@ -181,6 +181,13 @@ def export_build(
     target = Path(out or Path(build_dir) / fmt)
     recipe = folder.recipe()
     items = folder.items()
+    if not items:
+        raise UsageError(
+            "the build has no items, so there is nothing to export",
+            where=str(folder.path),
+            fix="a review that rejected every item leaves none: apply other decisions to the "
+            "build (review/audit.jsonl lists what was applied), or rerun `medvqa-build run`",
+        )
     validation: dict = {"problems": len(problems), "failed": bool(problems)}
     if checked.blind is not None:  # the card's audit table, as the build's own export has it
         validation["blind"] = blind_summary(checked.blind)

@@ -261,3 +261,26 @@ def test_full_disk_during_convert_leaves_no_new_folder(tmp_path, monkeypatch):
         in (_one_error(err))
     )
     assert not out.parent.exists()
+
+
+def test_a_build_whose_review_rejected_every_item_is_not_exported(build, tmp_path):
+    from medvqa_build.pipeline import BuildDir
+    from medvqa_build.review.decisions import build_id
+
+    items = list(BuildDir.open(build).items())
+    decisions = tmp_path / "decisions.json"
+    decisions.write_text(
+        json.dumps(
+            {
+                "format": "medvqa-review-decisions",
+                "build": build_id(items),
+                "decisions": [{"item_id": i.item_id, "decision": "reject"} for i in items],
+            }
+        )
+    )
+    assert _cli(["review", "apply", str(build), str(decisions), "-q"])[0] == 0
+    for fmt in ("hf", "vlmeval"):
+        target = tmp_path / fmt
+        code, err = _cli(["export", str(build), "--format", fmt, "-o", str(target)])
+        assert code == 2 and "the build has no items" in _one_error(err)
+        assert not target.exists()

@@ -288,6 +288,8 @@ def _introduction(stats: CardStats, used: list[str], validation: dict) -> list[s
 
 
 def _configs(configs: list[dict], config_items: dict[str, int] | None, total: int) -> list[str]:
+    if not configs or not configs[0]["data_files"]:  # builds stop before this (no items)
+        return ["## Configs", "", "This export holds no items.", ""]
     lines = ["## Configs", "", "| config | items | splits |", "|---|---|---|"]
     for cfg in configs:
         n = (config_items or {}).get(cfg["config_name"], total)

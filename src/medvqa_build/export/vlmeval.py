@@ -364,7 +364,7 @@ def _write_parts(
             raise RuntimeError("vlmeval export: the items changed between passes")
         for p, part in enumerate(parts):  # a part with no rows: the header alone
             if writers[p] is None:
-                writers[p] = _PartWriter(part, images, ctx, n_opt, out / names[p])
+                writers[p] = _PartWriter(part, images, ctx, n_opt, out / names[p], formulas)
                 finish(p)
     except BaseException:
         for w in writers:

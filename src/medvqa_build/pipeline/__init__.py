@@ -164,7 +164,7 @@ def build(
         try:
             for stage in STAGES:
                 results = run(stage, ctx)
-                if stage.name == "generate" and results:
+                if stage.name in ("generate", "render") and results:
                     stop_if_no_items(ctx, results[0])
                 if ctx.items is not None:
                     folder.record(ctx)

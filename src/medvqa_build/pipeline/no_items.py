@@ -30,11 +30,18 @@ def _reason(task: str, quota: int, dropped: list[dict], quarantined: int) -> str
 
 
 def stop_if_no_items(ctx: BuildContext, result: StageResult) -> None:
-    """Raise a :class:`RecipeError` naming each task and why, when ``result`` (the generate
-    stage's) holds no item."""
+    """Raise a :class:`RecipeError` when ``result`` (the generate or render stage's) holds no
+    item: after generate naming each task and why, after render the quarantine."""
     stats = result.stats
     if stats.get("items", 0) > 0:
         return
+    if result.name == "render":
+        raise RecipeError(
+            f"every item was quarantined while rendering ({stats.get('quarantined', 0)}), so "
+            "nothing was validated or exported",
+            where=str(ctx.out / "quarantine.json"),
+            fix="the quarantine names each file and why; fix or remove those files",
+        )
     dropped_file = result.path / "dropped.json"
     dropped = json.loads(dropped_file.read_text()) if dropped_file.is_file() else []
     quarantine_file = result.path / "quarantine.json"
