@@ -200,3 +200,30 @@ def test_an_image_under_max_pixels_whose_decode_is_over_the_budget_is_quarantine
     env = {"MEDVQA_LIMITS": "max_decode_bytes=2e9"}
     proc = bounded_cli("convert", "kvasir", tmp_path / "kvasir", "-o", out, "-q", env=env)
     assert converted(out)[0]["converted"] == 4
+
+
+# -- JSON annotation files: nesting and size -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, limits, words",
+    [
+        ("[" * 100_000, "", ["dataset.json is nested 100,000 levels deep", "max_json_depth=64"]),
+        ('{"a": ' * 70 + "1" + "}" * 70, "", ["nested 70 levels deep"]),
+        ('{"labels": {}}' + " " * 4096, "max_json_bytes=4000", ["max_json_bytes limit of 4,000"]),
+    ],
+)
+def test_a_json_annotation_file_too_deep_or_too_big_is_one_line(tmp_path, text, limits, words):
+    """dataset.json, which the whole MSD task needs: nesting is measured before the parser
+    recurses (100,000 '[' was a RecursionError), size before the file is read."""
+    from ..fixtures.sources.msd import TASK
+    from ..fixtures.sources.msd import write as write_msd
+
+    root = write_msd(tmp_path / "msd")
+    (root / TASK / "dataset.json").write_text(text)
+    env = {"MEDVQA_LIMITS": limits}
+    proc = bounded_cli("convert", "msd", root, "-o", tmp_path / "s.parquet", "-q", env=env)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.error_lines()
+    for word in words:
+        assert word in line, line

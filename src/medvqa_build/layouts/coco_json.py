@@ -14,7 +14,6 @@ left out: the sample is kept without them and ``ctx.label_missing`` counts them.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from ..errors import ImageProblem, SourceError
 from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
+from ..store.table_text import read_json_file
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -83,8 +83,8 @@ class CocoJson(FileLayout):
         rel = next((f for f in files if (ctx.root / f).is_file()), files[0])
         path = ctx.require_file(rel, "COCO annotation")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = read_json_file(path)
+        except ValueError as exc:  # not JSON, not UTF-8, over a JSON limit
             raise SourceError(
                 f"{ctx.source}: annotation file is not valid JSON ({exc})", where=str(path)
             ) from None

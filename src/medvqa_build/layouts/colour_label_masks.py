@@ -28,6 +28,7 @@ from ..errors import ImageProblem, SourceError
 from ..geometry import mask_components, mask_to_xyxy, rle_encode
 from ..media.image import check_image, load_rgb
 from ..records import MaskRef, QuarantineEntry, Region, Sample
+from ..store.table_text import read_json_file
 from .base import LAYOUTS, FileCandidate, FileLayout, LabelProblem, LayoutOptions, ScanContext
 from .discovery import Alternatives, Expect
 from .instrument_xml import InstrumentXmlOptions, xml_regions
@@ -166,7 +167,7 @@ class ColourLabelMasks(FileLayout):
             folder = folder.parent
         path = folder / o.colour_map
         try:
-            entries = json.loads(path.read_text(encoding="utf-8"))
+            entries = read_json_file(path)
             if isinstance(entries, dict):  # the test release: {"classes": [...]}
                 entries = entries["classes"]
             table: ColourTable = {}

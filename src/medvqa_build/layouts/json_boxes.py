@@ -7,7 +7,6 @@ The Simula polyp sets ship boxes this way (Kvasir-SEG ``kavsir_bboxes.json``, Hy
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict
@@ -17,6 +16,7 @@ from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import Region, Sample
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files
+from ..store.table_text import read_json_file
 from .base import LAYOUTS, FileCandidate, FileLayout, LayoutOptions, ScanContext
 from .discovery import Alternatives, expect_paths
 
@@ -38,8 +38,8 @@ class BoxJsonOptions(BaseModel):
 def read_box_json(ctx: ScanContext, opts: BoxJsonOptions) -> dict[str, dict]:
     path = ctx.require_file(opts.file, "box JSON")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = read_json_file(path)
+    except ValueError as exc:  # not JSON, not UTF-8, over a JSON limit
         raise SourceError(
             f"{ctx.source}: box JSON is not valid JSON ({exc})", where=str(path)
         ) from None

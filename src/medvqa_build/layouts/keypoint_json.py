@@ -19,7 +19,6 @@ name given twice at different places in one file (CSXA ``2548130.json`` repeats
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +29,7 @@ from ..errors import ImageProblem, SourceError
 from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
 from ..store.paths import sorted_files
-from ..store.table_text import TableProblem, check_text_table
+from ..store.table_text import TableProblem, check_text_table, read_json_file
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -221,8 +220,8 @@ class KeypointJson(FileLayout):
         if not json_path.is_file():
             raise LabelProblem(f"annotation {ctx.rel(json_path)} is missing")
         try:
-            data = json.loads(json_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            data = read_json_file(json_path)
+        except ValueError as exc:  # not JSON, not UTF-8, over a JSON limit
             raise ImageProblem(f"{ctx.rel(json_path)} is not valid JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ImageProblem(

@@ -14,13 +14,13 @@ voxel values) are not structures and are left out.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 from ..errors import ImageProblem, SourceError
 from ..records import QuarantineEntry, Sample
+from ..store.table_text import read_json_file
 from .base import LAYOUTS, FileCandidate, FileLayout, ScanContext
 from .discovery import Alternatives, expect_paths
 from .volume_slices import (
@@ -197,8 +197,8 @@ class MsdVolumes(FileLayout):
         rel = self.options.dataset_json
         path = ctx.require_file(rel, "dataset description")
         try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            meta = read_json_file(path)
+        except (ValueError, RecursionError) as exc:
             raise SourceError(f"{ctx.source}: {rel} is not JSON ({exc})", where=str(path)) from None
         what = f"{ctx.source}: {rel}"
         if not isinstance(meta, dict):

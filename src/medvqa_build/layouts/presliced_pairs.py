@@ -12,7 +12,6 @@ listed once and grouped by image stem, so finding a slice's masks costs no direc
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import defaultdict
@@ -23,6 +22,7 @@ from ..errors import ImageProblem, SourceError
 from ..geometry import mask_to_xyxy, rle_encode
 from ..media.image import check_image, load_mask
 from ..records import MaskRef, QuarantineEntry, Region, Sample
+from ..store.table_text import read_json_file
 from .base import (
     LAYOUTS,
     FileCandidate,
@@ -140,7 +140,7 @@ class PreslicedPairs(FileLayout):
         path = ctx.require_file(o.class_map_json, "class map JSON")
         ctx.note_table(path, ["dataset", "class name", "class id"])
         try:
-            return json.loads(path.read_text(encoding="utf-8"))
+            return read_json_file(path)
         except (OSError, ValueError) as exc:
             raise SourceError(
                 f"{ctx.source}: cannot read {o.class_map_json} ({exc})",

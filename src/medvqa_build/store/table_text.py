@@ -1,5 +1,5 @@
 """Text tables (a dataset's CSV/TSV label files) checked under :mod:`.limits` before a parser
-reads them.
+reads them; JSON annotation files read under the JSON limits (:func:`read_json_file`).
 
 A table is scanned once in 1 MiB chunks before pandas or ``csv`` sees it, so a CSV padded with
 NUL bytes to a gigabyte, or one line of a gigabyte, is one :class:`TableProblem` naming the
@@ -17,6 +17,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
+from .json_text import JsonTooDeep, load_json
 from .limits import ENV, read_limits
 
 _CHUNK = 1 << 20
@@ -78,6 +79,21 @@ def _longest_inner(chunk: bytes) -> int:
         longest = max(longest, end - start - 1)
         start = end
     return longest
+
+
+def read_json_file(path: str | os.PathLike, what: str = "annotation file"):
+    """A dataset's JSON file parsed under ``max_json_bytes`` (checked on its size before it is
+    read) and ``max_json_depth`` (:func:`~medvqa_build.store.json_text.load_json`); either
+    limit raises a ``ValueError`` naming the file, as malformed JSON does."""
+    path = Path(path)
+    limit = read_limits().max_json_bytes
+    size = path.stat().st_size
+    if size > limit:
+        raise _over(path, what, f"is {size:,} bytes", "max_json_bytes", limit)
+    try:
+        return load_json(path.read_bytes())
+    except JsonTooDeep as exc:
+        raise JsonTooDeep(f"{what} {path.name} is {exc}") from None
 
 
 def _check_header(path: Path, what: str, head: bytes, sep: str) -> None:
