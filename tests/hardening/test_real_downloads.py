@@ -9,6 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+import medvqa_build as mb
+
 from ..fixtures.sources import cvc_clinicdb, kvasir, kvasir_capsule
 from .bounded_cli import bounded_cli
 from .test_declared_sizes import converted
@@ -59,7 +61,6 @@ def test_the_table_records_the_root_its_image_paths_are_relative_to(tmp_path, so
     ``image`` values are not paths under the ROOT given. The
     table's metadata, the counts and the console say where they are relative to, and
     ``mb.open_samples`` finds every file through it."""
-    import medvqa_build as mb
     from medvqa_build.store.parquet import ROOT_KEY
 
     data = tmp_path / "dl"
@@ -82,3 +83,28 @@ def test_the_table_records_the_root_its_image_paths_are_relative_to(tmp_path, so
     assert not (given / table.samples[0].image).exists()  # the trap the issue describes
     assert all(table.image_path(s).is_file() for s in table.samples)
     assert mb.load_source(source, given).root == Path(root)
+
+
+def test_rsna_lumbar_an_ungraded_condition_keeps_its_point_and_level(tmp_path):
+    """train.csv leaves a grade empty: the coordinate row's point still locates its level.
+    The region is kept, the grade left out and counted."""
+    from ..fixtures.sources import rsna_lumbar
+
+    root = rsna_lumbar.write(tmp_path / "rsna")
+    table = root / "train.csv"
+    header, *rows = table.read_text().splitlines()
+    column = header.split(",").index("spinal_canal_stenosis_l5_s1")
+    for k, row in enumerate(rows):
+        cells = row.split(",")
+        if cells[0] == "4003253":
+            cells[column] = ""
+        rows[k] = ",".join(cells)
+    table.write_text("\n".join([header, *rows]) + "\n")
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "rsna-lumbar", root, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, _ = converted(out)
+    assert counts["labels_missing"] == {"spinal_canal_stenosis_l5_s1": 1}
+    sample = next(s for s in mb.open_samples(out).samples if s.image.endswith("702807833/8.dcm"))
+    assert [(r.level, len(r.points)) for r in sample.regions] == [("L4/L5", 1), ("L5/S1", 1)]
+    assert not any("L5/S1" in k for k in sample.attributes if k.startswith("severity"))

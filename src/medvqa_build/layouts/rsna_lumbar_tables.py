@@ -5,7 +5,8 @@ coordinates and series descriptions (the RSNA 2024 Lumbar Spine competition's da
 One candidate per labelled slice (a distinct study/series/instance of the coordinates table):
 its regions are the coordinate rows (a point, the disc level, the condition), its labels the
 conditions graded at least ``min_severity`` there, or ``healthy_label`` when none is. A grade
-cell left empty (not graded) drops that condition only; a series the manifest names in
+cell left empty (not graded) drops that grade only (counted): the point still locates its
+level, so the region is kept; a series the manifest names in
 ``exclude_series`` (a documented non-lumbar series) and a slice carrying two conditions that
 cannot share one slice at one level (``exclusive_conditions``) are quarantined with the reason.
 """
@@ -181,12 +182,11 @@ class RsnaLumbarTables(FileLayout):
             raise ImageProblem(f"instance number {instance!r} is not a number")
         regions, found, severities, ungraded = [], [], {}, []
         for row in rows:
-            graded = self._region(ctx, row, tables.grades[study], width, height)
-            if isinstance(graded, str):  # not graded: this label is left out, the slice kept
-                ungraded.append(graded)
+            region, severity, column = self._region(ctx, row, tables.grades[study], width, height)
+            regions.append(region)  # the point locates its level whatever the grade
+            if severity is None:  # not graded: the grade is left out, the point kept
+                ungraded.append(column)
                 continue
-            region, severity = graded
-            regions.append(region)
             severities[f"{row['condition']} {region.level}"] = severity
             if SEVERITIES.index(severity) >= SEVERITIES.index(o.min_severity):
                 found.append(region)
@@ -245,9 +245,9 @@ class RsnaLumbarTables(FileLayout):
                         f"(contradictory: a slice shows only one of them)"
                     )
 
-    def _region(self, ctx, row, grade_row, width, height) -> tuple[Region, str] | str:
-        """The coordinate row's region and grade, or the grade column's name when its cell is
-        empty (not graded)."""
+    def _region(self, ctx, row, grade_row, width, height) -> tuple[Region, str | None, str]:
+        """The coordinate row's region, its grade (None when the cell is empty: not graded)
+        and the grade's column."""
         o = self.options
         level = normalise_level(row["level"])
         if level is None:
@@ -257,8 +257,8 @@ class RsnaLumbarTables(FileLayout):
             raise LabelProblem(f"{o.labels_table} has no column {column!r}")
         severity = grade_row[column]
         if is_missing(severity, self._missing):
-            return column
-        if severity not in SEVERITIES:  # a grade the competition does not use: contradictory
+            severity = None
+        elif severity not in SEVERITIES:  # a grade the competition does not use: contradictory
             raise LabelProblem(
                 f"{column} of study {row['study_id']} is {severity!r}, not one of {SEVERITIES}"
             )
@@ -269,4 +269,4 @@ class RsnaLumbarTables(FileLayout):
         if not (0 <= x < width and 0 <= y < height):
             raise ImageProblem(f"point ({x:g}, {y:g}) lies outside the {width}x{height} slice")
         label = ctx.canonical(row["condition"])
-        return Region(label=label, points=((x, y),), level=level), severity
+        return Region(label=label, points=((x, y),), level=level), severity, column

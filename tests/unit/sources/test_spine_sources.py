@@ -82,14 +82,17 @@ def test_rsna_lumbar_ungraded_cells_drop_that_label_only(tmp_path, marker):
     }
     assert result.counts_detail["samples_missing_labels"] == 2
     s = _by_image(result)
-    sag = s["train_images/4003253/702807833/8.dcm"]  # L4/L5 Severe kept, L5/S1 left out
+    sag = s["train_images/4003253/702807833/8.dcm"]  # L4/L5 Severe kept, L5/S1's grade out
     assert sag.labels == ("Spinal canal stenosis",)
-    assert [r.level for r in sag.regions] == ["L4/L5"]
+    # the ungraded L5/S1 point still locates its level (issue 33): region kept, grade left out
+    assert [r.level for r in sag.regions] == ["L4/L5", "L5/S1"]
     assert sag.attributes["lesion_levels"] == "L4/L5"
     assert "severity: Spinal Canal Stenosis L5/S1" not in sag.attributes
-    # the axial slice's only condition was not graded: no label, and not "Healthy"
+    # the axial slice's only condition was not graded: no label, and not "Healthy"; its
+    # point and level are kept
     axial = s["train_images/4003253/2448190387/3.dcm"]
-    assert axial.labels == () and axial.regions == ()
+    assert axial.labels == () and [r.level for r in axial.regions] == ["L1/L2"]
+    assert axial.regions[0].points
 
 
 def test_rsna_lumbar_unknown_grade_is_quarantined(tmp_path):
