@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         load_recipe,
         load_source,
         make_synthetic,
+        open_build,
         open_samples,
         score,
     )
@@ -46,6 +47,7 @@ _PUBLIC = {
     "load_recipe": "api",
     "load_source": "api",
     "make_synthetic": "api",
+    "open_build": "api",
     "open_samples": "api",
     "score": "api",
 }
@@ -64,6 +66,7 @@ __all__ = [
     "load_recipe",
     "load_source",
     "make_synthetic",
+    "open_build",
     "open_samples",
     "score",
 ]

@@ -295,6 +295,12 @@ def diff(
     return result
 
 
+def open_build(build_dir: str | os.PathLike) -> BuildResult:
+    """A finished build folder as :func:`build` returns it: its items and samples (on disk),
+    recipe and report; in a notebook it shows itself and ``show()`` draws a grid of items."""
+    return BuildResult.open(build_dir)
+
+
 def build_item_count(build_dir: str | os.PathLike) -> int:
     """How many items a finished build holds."""
     return len(BuildDir.open(build_dir).items())
@@ -316,6 +322,7 @@ __all__ = [
     "load_source",
     "make_synthetic",
     "nothing_converted",
+    "open_build",
     "open_samples",
     "parse_fail_on",
     "preview_build",

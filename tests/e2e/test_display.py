@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 
+import medvqa_build as mb
 from medvqa_build import view
 from medvqa_build.cli import main
 from medvqa_build.pipeline import BuildDir, BuildResult
@@ -33,7 +34,8 @@ def no_builds(monkeypatch):
 
 
 def test_a_build_shows_its_items_with_thumbnails(build_dir):
-    result = BuildResult.open(build_dir)
+    result = mb.open_build(build_dir)
+    assert isinstance(result, BuildResult) and result.recipe.name == "demo"
     html = result._repr_html_()
     assert html.count('src="data:image/jpeg;base64,') == 4 and "demo (benchmark" in html
     table = result.items._repr_html_()
