@@ -139,6 +139,7 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         "items": n_items,
         "items_per_task": dict(sorted(per_task.items())),
         "dropped": generate.get("dropped", 0),
+        "answer_repeats": generate.get("answer_repeats", {}),
         **blind_drop,
         "render_quarantined": summary.stats("render").get("quarantined", 0),
         "shortfall": generate.get("shortfall", {}),
@@ -222,7 +223,7 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
     lines += [f"| {t} | {n} |" for t, n in report["items_per_task"].items()]
     lines += [
         "",
-        f"Dropped candidates: {report['dropped']}; "
+        f"Dropped candidates: {report['dropped']}{_repeats(report)}; "
         f"quota shortfall: {report['shortfall'] or 'none'}.",
         f"Validation problems: {report['validation']['problems']}.",
         "",
@@ -293,6 +294,15 @@ def _time_lines(report: dict) -> list[str]:
     known = [v for v in per.values() if v is not None]
     lines += [f"| total | {sum(built.values())} | {sum(reused.values())} | {sum(known):.1f} |", ""]
     return lines
+
+
+def _repeats(report: dict) -> str:
+    """The dropped candidates that repeated their images' answer, per task (issue 32.3)."""
+    repeats = report.get("answer_repeats") or {}
+    if not repeats:
+        return ""
+    per_task = ", ".join(f"{t}: {n}" for t, n in repeats.items())
+    return f" (of which repeating an answer their images already gave: {per_task})"
 
 
 def _source_lines(source_counts: dict[str, dict]) -> list[str]:

@@ -47,6 +47,7 @@ from ..store.quarantine import write_quarantine
 from ..store.sample_spill import SampleSpill
 from ..store.tables import ItemTable, SampleTable, as_sample_source
 from ..tasks import TASKS, Candidate, GenContext, ItemProblem
+from ..tasks.repeats import AnswerRepeats
 from .base import BuildContext, Stage, StageResult
 
 
@@ -58,6 +59,8 @@ class GenerateResult:
     # build's quarantine entries of stage generate
     quarantined: list[dict] = field(default_factory=list)
     shortfall: dict[str, int] = field(default_factory=dict)  # task name -> quota not met
+    # task name -> candidates dropped as repeating their images' answer (also in ``dropped``)
+    repeats: dict[str, int] = field(default_factory=dict)
     count: int = 0  # items made (kept here or given to the sink)
 
 
@@ -501,6 +504,7 @@ def _generate_task(task: _Task, run: _Run) -> None:
         roots=dict(run.roots),
     )
     made, quota = 0, run.recipe.quota(spec)
+    repeats = AnswerRepeats(gen)  # one image, one answer text per task (issue 32.3)
     bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not run.progress, leave=False)
     for cand in candidates:
         if made >= quota:
@@ -515,6 +519,12 @@ def _generate_task(task: _Task, run: _Run) -> None:
                     "reason": "image could not be embedded for visual negatives",
                 }
             )
+            continue
+        if (repeat := repeats.reason(cand)) is not None:
+            run.result.dropped.append(
+                {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": repeat}
+            )
+            run.result.repeats[spec.name] = run.result.repeats.get(spec.name, 0) + 1
             continue
         try:
             item = gen.make_item(cand, ctx, made)
@@ -537,6 +547,7 @@ def _generate_task(task: _Task, run: _Run) -> None:
             )
             continue
         run.keep(item)
+        repeats.add(cand)
         run.result.count += 1
         if spec.split == "test":
             by_id = {s.sample_id: s for s in cand.all_samples}
@@ -654,6 +665,7 @@ class Generate(Stage):
         return {
             **counts,
             "dropped": len(result.dropped),
+            "answer_repeats": dict(sorted(result.repeats.items())),
             "quarantined": len(result.quarantined),
             "shortfall": {**result.shortfall, **ctx.skipped},
         }

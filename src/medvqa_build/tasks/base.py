@@ -226,6 +226,12 @@ class TaskGenerator(ABC):
             template_id=template_id,
         )
 
+    def answer_key(self, candidate: Candidate) -> str | None:
+        """The answer text ``candidate`` will have, known before its item is made: a second
+        candidate of the same images with the same answer is dropped (:mod:`.repeats`).
+        ``None``: answers that differ per candidate (boxes) or are drawn at random (colours)."""
+        return candidate.truth
+
     def prompt_shapes(self, candidate: Candidate, level: str, color: str) -> tuple[DrawnShape, ...]:
         """What the render stage should draw (planned; the renderer records what it drew)."""
         kind = RENDERERS.get(level).shape_kind

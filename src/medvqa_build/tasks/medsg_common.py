@@ -176,6 +176,9 @@ class MedSGTask(TaskGenerator):
         """``{"images": [rgb...], "box": BoxInt, "target": index of the image the box is in,
         "samples": (Sample...), "shapes": (DrawnShape...), "fields": template fields}``."""
 
+    def answer_key(self, candidate: Candidate) -> None:
+        return None  # the answer is the region's own box: never a repeat
+
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         built = self.build(cand, ctx)
         images, box, target = built["images"], built["box"], built["target"]

@@ -44,6 +44,9 @@ class RegionSelection(ScansBoxes, TaskGenerator):
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         return list(COLOR_NAMES)
 
+    def answer_key(self, candidate: Candidate) -> None:
+        return None  # the answer is a colour drawn at random: never a repeat
+
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         if cand.region is None or cand.region.bbox is None:
             raise ItemProblem("region selection needs a region box")

@@ -38,6 +38,9 @@ class VisualGrounding(ScansBoxes, TaskGenerator):
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         return region_candidates(samples, self.params.get("labels", ()))
 
+    def answer_key(self, candidate: Candidate) -> None:
+        return None  # the answer is the region's own box: never a repeat
+
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         if cand.region is None or cand.region.bbox is None:
             raise ItemProblem("visual grounding needs a region box")
