@@ -61,11 +61,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fail(args: argparse.Namespace, line: str, code: int) -> int:
-    """Print the one ``error:`` line (cut to :data:`failures.MAX_LINE`), remove the output
-    folder the command created, and return ``code``."""
-    print(f"error: {failures.one_line(line)}", file=sys.stderr)
-    if code != 1 and (note := failures.undo(args)):  # a failed validation keeps its report
-        print(f"note: {note}", file=sys.stderr)
+    """Print the one ``error:`` line (cut to :data:`failures.MAX_LINE`, with what was kept of
+    the output folder), remove the output folder the command created, and return ``code``."""
+    note = failures.undo(args) if code != 1 else None  # a failed validation keeps its report
+    tail = f" ({note})" if note else ""  # still one line: scripts read the error from it
+    print(f"error: {failures.one_line(line)}{tail}", file=sys.stderr)
     return code
 
 
