@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import medvqa_build as mb
+
 from .bounded_cli import bounded_cli
 
 
@@ -227,3 +229,33 @@ def test_a_json_annotation_file_too_deep_or_too_big_is_one_line(tmp_path, text, 
     (line,) = proc.error_lines()
     for word in words:
         assert word in line, line
+
+
+# -- a 4-D volume: the channel sliced is said, not silently chosen ---------------------------------
+
+
+def test_a_4d_image_volume_says_which_channel_is_sliced(tmp_path):
+    """An AbdomenCT-1K image saved with a time axis of 3: its first channel is sliced (the
+    pixels of the 3-D volume it was built from), each sample records ``channel`` 0 of
+    ``channels`` 3, and the counts note it once per case."""
+    import nibabel as nib
+
+    from ..fixtures.sources import abdomenct_1k
+
+    root = abdomenct_1k.write(tmp_path / "ct")
+    path = root / "AbdomenCT-1K-ImagePart1" / "Case_00001_0000.nii.gz"
+    img = nib.load(path)
+    data = np.asanyarray(img.dataobj)
+    stacked = np.stack([data, data + 100, data - 100], axis=-1).astype(data.dtype)
+    nib.save(nib.Nifti1Image(stacked, img.affine, img.header), path)
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "abdomenct-1k", root, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    assert not entries and counts["notes"] == {"4-D image volume: channel 0 of 3 sliced": 1}
+    samples = mb.open_samples(out).samples
+    four_d = [s for s in samples if "Case_00001" in s.image]
+    assert four_d and all(
+        (s.attributes["channel"], s.attributes["channels"]) == ("0", "3") for s in four_d
+    )
+    assert not any("channel" in s.attributes for s in samples if "Case_00001" not in s.image)

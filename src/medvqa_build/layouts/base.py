@@ -97,6 +97,9 @@ class ScanContext:
     candidates_seen: int = field(default=0, init=False, repr=False)
     # labels a table left empty or marked "not assessed": field -> count (see label_missing)
     labels_missing: Counter = field(default_factory=Counter, init=False, repr=False)
+    # choices a layout made for the data that the report should show (e.g. which channel of a
+    # 4-D volume was sliced): note -> count
+    notes: Counter = field(default_factory=Counter, init=False, repr=False)
     _missing_here: bool = field(default=False, init=False, repr=False)
     # label tables read (path below root -> columns), for `medvqa-build inspect`
     tables: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False)

@@ -13,6 +13,7 @@ Each sample and each quarantine entry is one candidate of the layout's scan
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -45,6 +46,8 @@ VOLUME_PROVIDES = frozenset(
         "attribute:spacing_mm",
     }
 )
+
+log = logging.getLogger(__name__)
 
 
 class VolumeSliceOptions(LayoutOptions):
@@ -103,6 +106,8 @@ class OpenCase:
     labels: np.ndarray  # the label volume (RAS+)
     names: dict[int, str]  # label value -> canonical structure name, by value
     spacing: tuple[float, float, float]
+    # sequence -> channels of a 4-D image no channel was chosen for (its first is sliced)
+    channels: dict[str, int] = field(default_factory=dict)
 
 
 def _open_case(
@@ -128,9 +133,25 @@ def _open_case(
             return ctx.quarantine(first, f"label volume {cv.label.name} has no foreground")
         names = {v: ctx.canonical(cv.labels[v]) for v in sorted(values)}
         spacing = tuple(float(z) for z in load_canonical(first).header.get_zooms()[:3])
+        channels = _unchosen_channels(cv)
     except (VolumeProblem, LabelProblem) as exc:
         return ctx.quarantine(first, str(exc))
-    return OpenCase(cv, o, labels, names, spacing)  # type: ignore[arg-type]
+    for sequence, n in channels.items():
+        ctx.notes[f"4-D image volume: channel 0 of {n} sliced"] += 1
+        name = cv.images[sequence][0].name
+        log.info("%s: %s is 4-D (%d channels): channel 0 is sliced", ctx.source, name, n)
+    return OpenCase(cv, o, labels, names, spacing, channels)  # type: ignore[arg-type]
+
+
+def _unchosen_channels(cv: CaseVolumes) -> dict[str, int]:
+    """Sequences whose image is 4-D with more than one channel (or time point) and no channel
+    chosen: the first is sliced, which the samples and the report then say."""
+    out = {}
+    for sequence, (path, channel) in cv.images.items():
+        shape = load_canonical(path).shape
+        if channel is None and len(shape) == 4 and shape[3] > 1:
+            out[sequence] = int(shape[3])
+    return out
 
 
 @dataclass
@@ -233,6 +254,9 @@ def read_slice(ctx: ScanContext, candidate: FileCandidate) -> Sample:
     channel = cv.images[sequence][1]
     if channel is not None:
         attributes["channel"] = str(channel)
+    elif sequence in case.channels:  # a 4-D image with no channel chosen: its first
+        attributes["channel"] = "0"
+        attributes["channels"] = str(case.channels[sequence])
     if sequence:
         attributes["sequence"] = sequence
     for name in cv.missing:

@@ -67,16 +67,21 @@ class ScanStats:
 
     labels_missing: Counter = field(default_factory=Counter)  # field -> labels left out
     samples_missing_labels: int = 0  # samples kept with at least one label left out
+    notes: Counter = field(default_factory=Counter)  # choices made for the data -> count
 
     def add(self, other: dict) -> None:
         self.labels_missing.update(other.get("labels_missing", {}))
         self.samples_missing_labels += other.get("samples_missing_labels", 0)
+        self.notes.update(other.get("notes", {}))
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "labels_missing": dict(sorted(self.labels_missing.items())),
             "samples_missing_labels": self.samples_missing_labels,
         }
+        if self.notes:
+            out["notes"] = dict(sorted(self.notes.items()))
+        return out
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,7 @@ class Source:
             yield index, entry
         if stats is not None:
             stats.labels_missing.update(ctx.labels_missing)
+            stats.notes.update(ctx.notes)
 
 
 _AFTER_CANDIDATES = 1 << 40  # scan index of the entries that follow a part's candidates

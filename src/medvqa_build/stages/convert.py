@@ -527,6 +527,8 @@ def source_counts(stats: dict) -> dict:
     }
     if stats.get("loses"):
         counts["loses"] = stats["loses"]
+    if stats.get("notes"):
+        counts["notes"] = stats["notes"]
     return counts
 
 
