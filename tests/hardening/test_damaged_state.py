@@ -284,3 +284,16 @@ def test_a_build_whose_review_rejected_every_item_is_not_exported(build, tmp_pat
         code, err = _cli(["export", str(build), "--format", fmt, "-o", str(target)])
         assert code == 2 and "the build has no items" in _one_error(err)
         assert not target.exists()
+
+
+def test_full_disk_during_preview_leaves_no_preview_folder(build, monkeypatch):
+    import medvqa_build.review.preview as preview
+
+    def full(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(dst))
+
+    monkeypatch.setattr(preview, "_link_or_copy", full)
+    code, err = _cli(["preview", str(build), "-q"])
+    assert code == 2
+    assert f"while writing into {build / 'preview' / 'images'}" in _one_error(err)
+    assert not (build / "preview").exists()

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from . import failures
 
 
 def _cmd_preview(args) -> int:
     from ..api import build_item_count, preview_build
 
+    page_path = Path(args.output) if args.output else Path(args.dir) / "preview" / "index.html"
+    failures.claim(args, page_path.parent)  # a folder the page made is removed if it fails
     page = preview_build(
         args.dir, args.output, sample=args.sample, seed=args.seed, progress=not args.quiet
     )
