@@ -196,6 +196,8 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
     lines = []
     for st in result.stages:
         state = "reused" if st.reused or as_rerun else "built"
+        if state == "built" and getattr(st, "cached", False):
+            state = "from the shared cache"
         lines.append(f"  {st.name:<11} {st.path.parent.name + '/' + st.path.name:<48} {state}")
     r = result.report
     for sid, c in r["sources"].items():

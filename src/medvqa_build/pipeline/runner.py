@@ -26,6 +26,7 @@ from ..recipe import fingerprint
 from ..stages.base import Stage, StageResult
 from ..store.atomic import crash_point, umask
 from ..store.memory import release_freed_memory
+from . import shared
 
 log = logging.getLogger(__name__)
 
@@ -188,25 +189,25 @@ def run_stage(
         data = json.loads(marker.read_text())
         if data.get("fingerprint") == fp:
             log.info("%s %s: reused %s", name, key, final)
-            return StageResult(name, final, fp, data.get("stats", {}), True, data.get("seconds"))
+            seconds, cached = data.get("seconds"), bool(data.get("cached"))
+            return StageResult(name, final, fp, data.get("stats", {}), True, seconds, cached)
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(final.parent, key)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-{_HOST}-{os.getpid()}-", dir=final.parent))
     tmp.chmod(0o777 & ~umask())
+    use_shared = getattr(stage, "shared_cache", False)
     try:
         start = time.perf_counter()
-        stats = build(tmp)
-        release_freed_memory()  # what this stage freed does not count towards the next one
+        cached = shared.fetch(name, key, fp, tmp) if use_shared else None
+        if cached is not None:  # built by another build folder over the same inputs
+            stats, extra = cached["stats"], {"cached": True}
+        else:
+            stats, extra = build(tmp), {}
+            release_freed_memory()  # what this stage freed does not count towards the next one
         seconds = round(time.perf_counter() - start, 3)
         crash_point(name)
-        (tmp / MARKER).write_text(
-            json.dumps(
-                {"stage": name, "key": key, "fingerprint": fp, "stats": stats, "seconds": seconds},
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n"
-        )
+        record = {"stage": name, "key": key, "fingerprint": fp, "stats": stats, "seconds": seconds}
+        (tmp / MARKER).write_text(json.dumps(record | extra, indent=2, sort_keys=True) + "\n")
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
@@ -216,7 +217,9 @@ def run_stage(
     # the stats as a rerun reads them back from the marker (same types, same key order), so a
     # report written from a fresh build and from a reused one are the same bytes
     data = json.loads((final / MARKER).read_text())
-    return StageResult(name, final, fp, data["stats"], False, data["seconds"])
+    if use_shared and not data.get("cached"):
+        shared.store(name, key, fp, final)
+    return StageResult(name, final, fp, data["stats"], False, data["seconds"], bool(extra))
 
 
 _HOST = socket.gethostname().replace("/", "_")

@@ -36,6 +36,8 @@ class StageResult:
     # wall seconds the output took to build, recorded in its marker when it was built (so a
     # rerun that reuses it reports the same time; None for a marker from before timings)
     seconds: float | None = None
+    # taken from the shared stage cache (pipeline/shared.py): another build folder built it
+    cached: bool = False
 
 
 @dataclass
@@ -83,6 +85,9 @@ class Stage(ABC):
     name: ClassVar[str]
     # bump when the stage's output format changes; its code is in the fingerprint already
     version: ClassVar[int] = 1
+    # outputs kept in the shared stage cache too (pipeline/shared.py), reused by any build
+    # folder: only for a stage whose fingerprint covers everything its output depends on
+    shared_cache: ClassVar[bool] = False
 
     def prepare(self, ctx: BuildContext) -> None:
         """Work before the stage's keys are known (resolving the sources' roots)."""

@@ -469,6 +469,7 @@ class Convert(Stage):
 
     name = "convert"
     version = 2
+    shared_cache = True  # a second build folder over the same download reuses the tables
 
     def keys(self, ctx: BuildContext) -> list[str]:
         return [spec.id for spec in ctx.recipe.sources]
@@ -478,6 +479,7 @@ class Convert(Stage):
         return {
             "manifest": get_source(key).path.read_text(encoding="utf-8"),
             "tree": tree_fingerprint(ctx.roots[key]),
+            "root": str(Path(ctx.roots[key]).resolve()),  # the table records it
             "verify": spec.verify,
             "max_pixels": ctx.recipe.max_pixels,
         }

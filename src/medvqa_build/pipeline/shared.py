@@ -1,0 +1,96 @@
+"""The shared stage cache: a stage output addressed by its fingerprint, kept outside any one
+build folder, so a second build folder over the same download reuses it (issue 35.2).
+
+A stage opts in with ``shared_cache = True`` (convert: its fingerprint covers the manifest,
+the root's path and files (names, sizes, times), the verify mode, the pixel limit and the
+code of the stage and of the layouts it runs). Layout::
+
+    <cache>/stages/<stage>/<key>-<fingerprint>/   the output's files and its _SUCCESS.json
+
+where ``<cache>`` is ``$MEDVQA_STAGE_CACHE``, else ``$MEDVQA_CACHE``, else
+``$XDG_CACHE_HOME/medvqa_build`` (``~/.cache/medvqa_build``); ``MEDVQA_STAGE_CACHE=off``
+turns it off. Entries are written to a temp folder and renamed into place, marker last, so a
+killed run leaves no entry that is read. Files are hard links where the filesystem allows
+(no second copy of the bytes), copies elsewhere. A cache that cannot be written is skipped
+with a log line: it never fails a build.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MARKER = "_SUCCESS.json"
+
+
+def cache_root() -> Path | None:
+    """The shared stage cache's folder, None when turned off."""
+    explicit = os.environ.get("MEDVQA_STAGE_CACHE")
+    if explicit:
+        return None if explicit.lower() in ("off", "0", "none", "false") else Path(explicit)
+    if os.environ.get("MEDVQA_CACHE"):
+        return Path(os.environ["MEDVQA_CACHE"]) / "stages"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "medvqa_build" / "stages"
+
+
+def entry(stage: str, key: str, fp: str) -> Path | None:
+    root = cache_root()
+    return None if root is None else root / stage / f"{key}-{fp}"
+
+
+def _link_tree(src: Path, dst: Path, skip: str | None = None) -> None:
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    ignore = shutil.ignore_patterns(skip) if skip else None
+    shutil.copytree(src, dst, copy_function=link, ignore=ignore, dirs_exist_ok=True)
+
+
+def fetch(stage: str, key: str, fp: str, into: Path) -> dict | None:
+    """Fill ``into`` with the cached output of ``fp`` (its marker left out); its marker data,
+    or None when there is no complete entry."""
+    at = entry(stage, key, fp)
+    if at is None:
+        return None
+    try:
+        data = json.loads((at / MARKER).read_text())
+        if data.get("fingerprint") != fp:
+            return None
+        _link_tree(at, into, skip=MARKER)
+    except (OSError, ValueError):
+        return None
+    log.info("%s %s: from the shared cache %s", stage, key, at)
+    return data
+
+
+def store(stage: str, key: str, fp: str, final: Path) -> None:
+    """Keep a finished output in the shared cache (nothing when an entry exists already)."""
+    at = entry(stage, key, fp)
+    if at is None or (at / MARKER).is_file():
+        return
+    tmp = None
+    try:
+        at.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-{os.getpid()}-", dir=at.parent))
+        _link_tree(final, tmp, skip=MARKER)
+        shutil.copy2(final / MARKER, tmp / MARKER)  # a copy: the build folder's may change
+        if (at / MARKER).is_file():  # another build stored it meanwhile
+            return
+        shutil.rmtree(at, ignore_errors=True)  # an incomplete entry of a killed run
+        os.replace(tmp, at)
+        tmp = None
+    except OSError as exc:
+        log.warning("shared stage cache not written (%s); the build goes on", exc)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,63 @@
+"""Convert once per download, not once per build folder (#35.2): the convert stage's output is
+kept in the shared stage cache, addressed by the root's files and the converter's code."""
+
+import os
+import shutil
+
+import pytest
+
+from medvqa_build.api import build, load_recipe
+
+
+@pytest.fixture
+def root(synthetic_root, tmp_path):
+    copy = tmp_path / "download"
+    shutil.copytree(synthetic_root, copy)
+    return copy
+
+
+def _build(repo, root, out, cache):
+    overrides = [
+        "sources.0.generate=null",
+        f"sources.0.root={root}",
+        f"embedding_cache={cache}",
+        "tasks=[{name: t, generator: image_classification, category: C, task: T, quota: 6}]",
+        "export.formats=[hf]",
+    ]
+    return build(load_recipe(repo / "recipes" / "demo.yaml", overrides), out, progress=False)
+
+
+def _convert(result):
+    return next(s for s in result.stages if s.name == "convert")
+
+
+def test_a_second_build_folder_takes_convert_from_the_shared_cache(
+    repo, root, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MEDVQA_STAGE_CACHE", str(tmp_path / "stages"))
+    first = _build(repo, root, tmp_path / "a", tmp_path / "emb")
+    second = _build(repo, root, tmp_path / "b", tmp_path / "emb")
+    a, b = _convert(first), _convert(second)
+    assert not a.cached and b.cached and not b.reused
+    assert a.fingerprint == b.fingerprint and a.stats == b.stats
+    for name in ("samples.parquet", "samples.quarantine.json", "samples.counts.json"):
+        assert (a.path / name).read_bytes() == (b.path / name).read_bytes()
+    assert first.report["sources"] == second.report["sources"]
+    assert (tmp_path / "a" / "checksums.sha256").read_text() == (
+        tmp_path / "b" / "checksums.sha256"
+    ).read_text()
+    # a rerun in the second folder reuses its own copy
+    assert _convert(_build(repo, root, tmp_path / "b", tmp_path / "emb")).reused
+
+
+def test_a_changed_download_or_the_cache_turned_off_converts_again(
+    repo, root, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("MEDVQA_STAGE_CACHE", str(tmp_path / "stages"))
+    _build(repo, root, tmp_path / "a", tmp_path / "emb")
+    image = next((root / "images").glob("*.jpg"))
+    st = image.stat()
+    os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert not _convert(_build(repo, root, tmp_path / "b", tmp_path / "emb")).cached
+    monkeypatch.setenv("MEDVQA_STAGE_CACHE", "off")
+    assert not _convert(_build(repo, root, tmp_path / "c", tmp_path / "emb")).cached
