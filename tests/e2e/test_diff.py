@@ -92,6 +92,9 @@ def test_a_build_and_its_hf_export_are_the_same_release(releases, capsys):
     assert code == 0 and d["new"]["kind"] == "hf"
     assert d["items"]["unchanged"] == d["items"]["old"] == d["items"]["new"] > 0
     assert d["recipe"] == [] and d["versions"] == []
+    # the demo runs the text-only audit: read from report.json and from the card alike
+    blind = d["distributions"]["blind_accuracy"]
+    assert blind and all(v["old"] == v["new"] for v in blind.values())
 
 
 def test_outputs_card_and_fail_on(releases, capsys, tmp_path):

@@ -6,6 +6,7 @@ build can be compared with a published revision."""
 from __future__ import annotations
 
 import hashlib
+import html
 import os
 import re
 from dataclasses import dataclass, field
@@ -37,8 +38,11 @@ _COLUMNS = (
 )
 _VERSIONS = re.compile(r"^- Versions: (.+)$", re.M)
 _RECIPE = re.compile(r"^## How it was built\n.*?^```yaml\n(.*?)^```", re.M | re.S)
+_BLIND_HEADING = "Text-only (blind) audit"
 _BLIND_ROW = re.compile(
-    r"^\| (?P<task>[^|]+?) \| (?P<items>\d+) \| (?P<acc>[\d.]+)% \| (?P<chance>[\d.]+)% \|", re.M
+    r"^\| (?P<task>(?:[^|\\]|\\.)+?) \| (?P<items>\d+) \| "
+    r"(?P<acc>[\d.]+)% \| (?P<chance>[\d.]+)% \|",
+    re.M,
 )
 
 
@@ -64,7 +68,7 @@ class ItemDigest:
         """The text of the correct option(s), or the answer itself when there are no options
         (a box)."""
         if not self.options:
-            return self.answer
+            return self.answer or self.gt
         texts = []
         for letter in answer_letters(self.answer):
             k = LETTERS.find(letter)
@@ -169,7 +173,11 @@ def _blind_of_report(blind: dict | None) -> dict[str, dict] | None:
     if not blind or blind.get("status") != "ok":
         return None
     return {
-        t["task"]: {"items": t["items"], "accuracy": t["accuracy"], "chance": t["chance"]}
+        t["task"]: {
+            "items": t["items"],
+            "accuracy": round(t["accuracy"], 3),  # as the card shows it: a build and its
+            "chance": round(t["chance"], 3),  # export give the same audit
+        }
         for t in blind.get("tasks", [])
     }
 
@@ -192,17 +200,7 @@ def _read_hf(path: Path) -> Release:
                 items[row["item_id"]] = _digest(row, _hash_images(blobs))
     card = (path / "README.md").read_text(encoding="utf-8")
     found = _RECIPE.search(card)
-    blind = None
-    if "Text-only (blind) audit" in card:
-        section = card.split("Text-only (blind) audit", 1)[1].split("\n## ", 1)[0]
-        blind = {
-            m["task"]: {
-                "items": int(m["items"]),
-                "accuracy": float(m["acc"]) / 100,
-                "chance": float(m["chance"]) / 100,
-            }
-            for m in _BLIND_ROW.finditer(section)
-        } or None
+    blind = blind_of_card(card)
     return Release(
         path=path.resolve(),
         kind="hf",
@@ -211,6 +209,22 @@ def _read_hf(path: Path) -> Release:
         versions=_versions(card),
         blind=blind,
     )
+
+
+def blind_of_card(card: str) -> dict[str, dict] | None:
+    """The text-only audit's table of a card (:func:`medvqa_build.validate.blind.blind_table`),
+    per task: items, accuracy and chance, at the card's precision (0.1 %)."""
+    if _BLIND_HEADING not in card:
+        return None
+    section = card.split(_BLIND_HEADING, 1)[1].split("\n## ", 1)[0]
+    return {
+        html.unescape(m["task"].replace("\\|", "|")): {  # a name as a card cell writes it
+            "items": int(m["items"]),
+            "accuracy": round(float(m["acc"]) / 100, 3),
+            "chance": round(float(m["chance"]) / 100, 3),
+        }
+        for m in _BLIND_ROW.finditer(section)
+    } or None
 
 
 def _versions(card: str) -> dict[str, str]:

@@ -173,3 +173,25 @@ def test_card_section_replaces_an_earlier_one(tmp_path):
     assert text.count("## Changes since") == 1 and "## Changes since v1.1" in text
     assert text.index("## Changes since") < text.index("## Licences")
     assert "2 items (previously 1): 1 added, 0 removed, 0 changed, 1 unchanged." in text
+
+
+def test_the_audit_reads_the_same_from_a_report_and_from_a_card():
+    from medvqa_build.release.snapshot import _blind_of_report, blind_of_card
+    from medvqa_build.validate.blind import blind_summary, blind_table
+
+    tasks = [
+        {"task": "Lesion <Type> & Grade", "items": 40, "accuracy": 0.4567, "chance": 0.25, "z": 2.9,
+         "confident": 3, "verdict": "blind-solvable", "flagged": True},
+        {"task": "Phase", "items": 12, "accuracy": 0.25, "chance": 1 / 3, "z": -0.5,
+         "confident": 0, "verdict": "ok", "flagged": False},
+    ]  # fmt: skip
+    report = {"method": "tfidf", "margin": 0.1, "min_z": 2.0, "threshold": 0.9}
+    report |= {"status": "ok", "tasks": tasks, "confident": []}
+    card = "# B\n\n" + "\n".join(blind_table(report)) + "\n## Sources\n\n| x | 1 | 2.0% | 3.0% |\n"
+    from_card = blind_of_card(card)
+    assert from_card == _blind_of_report(blind_summary(report))
+    assert from_card["Phase"] == {"items": 12, "accuracy": 0.25, "chance": 0.333}
+    assert blind_of_card("# B\n") is None
+    escaped = card.replace("Lesion <Type> & Grade", "Lesion \\| &lt;Type&gt; &amp; Grade")
+    assert "Lesion | <Type> & Grade" in blind_of_card(escaped)
+    assert _blind_of_report({**report, "status": "skipped"}) is None
