@@ -12,14 +12,14 @@ not a classification source that has no boxes at all).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from ..records import Item, Sample
 from ..vocab import LETTERS
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .common import choice_item, templated
-from .count_options import count_distractors
+from .count_options import count_distractors, count_range
 
 TOOL_PREFIX = "tool:"
 
@@ -30,6 +30,7 @@ class CountingTask(TaskGenerator):
     evenly over the task (:mod:`.count_options`)."""
 
     per_sample = True  # candidates from one sample at a time: the pool is streamed
+    scans_pool = True  # the counts the pool's answers span bound the options (count_range)
 
     noun: ClassVar[str]
     fixed_options: ClassVar[tuple[str, ...]] = ()
@@ -40,6 +41,12 @@ class CountingTask(TaskGenerator):
         super().__init__(params, n_options)
         if "options" in self.params:
             self.fixed_options = tuple(str(o) for o in self.params["options"])
+        self._observed: set[int] = set()  # the pool's counts (scan)
+
+    def scan(self, samples: Iterable[Sample]) -> None:
+        """The counts of the pool, so no option is a count no item can have."""
+        if not self.fixed_options:
+            self._observed = {n for s in samples if (n := self.count(s)) is not None}
 
     @classmethod
     def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
@@ -119,8 +126,11 @@ class CountingTask(TaskGenerator):
                 cand, ctx, cand.truth, distractors, question, template_id, "fixed_options"
             )
         n = int(cand.extra["count"])
-        max_count = max(int(self.params.get("max_count", self.default_max_count)), n)
-        others = count_distractors(n, ctx.spec.n_options - 1, max_count, ctx.rng, ctx.ledger)
+        cap = int(self.params.get("max_count", self.default_max_count))
+        lo, hi = count_range(self._observed, ctx.spec.n_options, cap)
+        max_count = max(hi, n)
+        k = ctx.spec.n_options - 1
+        others = count_distractors(n, k, max_count, ctx.rng, ctx.ledger, min_count=lo)
         return choice_item(
             cand,
             ctx,
@@ -129,7 +139,7 @@ class CountingTask(TaskGenerator):
             question,
             template_id,
             "rank_balanced_counts",
-            pool_size=max_count,
+            pool_size=max_count - min(lo, n),
         )
 
 

@@ -10,7 +10,7 @@ import pytest
 from medvqa_build.negatives.frequency import FrequencyLedger
 from medvqa_build.records import Sample
 from medvqa_build.tasks.base import ItemProblem
-from medvqa_build.tasks.count_options import count_distractors, feasible_ranks
+from medvqa_build.tasks.count_options import count_distractors, count_range, feasible_ranks
 
 from .conftest import LESION, run, task
 
@@ -65,6 +65,16 @@ def test_rank_is_uniform_and_counts_carry_no_frequency():
     assert chi2_uniform(old, 4) > CHI2_3DF_999
 
 
+def test_count_range_is_what_the_answers_span():
+    assert count_range({1, 2, 3}, 4, 4) == (1, 4)  # no image without lesions: 0 never right
+    assert count_range({0, 1, 2}, 4, 4) == (0, 3)  # 4 never right
+    assert count_range({2}, 4, 4) == (1, 4)  # widened up to max_count, then down
+    assert count_range({1, 2, 3, 4, 5, 6}, 4, 4) == (1, 4)  # larger counts: the truth widens
+    assert count_range({0}, 4, 2) == (0, 3)
+    assert count_range((), 4, 4) == (0, 4)
+    assert feasible_ranks(1, 3, 4, min_count=1) == [0]
+
+
 def test_not_enough_counts_is_an_item_problem():
     with pytest.raises(ItemProblem):
         count_distractors(1, 5, 4, np.random.default_rng(0))
@@ -112,3 +122,20 @@ def test_lesion_counting_items_spread_the_answer_rank():
     # letters stay balanced: the rank is about values, the letter about positions
     letters = Counter(i.answer for i in items)
     assert max(letters.values()) - min(letters.values()) <= 1
+
+
+def test_a_count_no_item_can_have_is_never_an_option():
+    """Lesion counting skips images without lesions: 0 is never the answer, so never shown."""
+    spec = task(
+        "lc",
+        "lesion_counting",
+        LESION,
+        "Lesion Quantification",
+        "Lesion Counting",
+        quota=90,
+        params={"count_attribute": "lesion_count", "max_count": 4},
+    )
+    items = run([spec], counted((0, 30, 30, 30, 0))).items
+    assert len(items) == 90
+    shown = Counter(o for i in items for o in i.options)
+    assert set(shown) == {"1", "2", "3", "4"}  # 4 fills the fourth option
