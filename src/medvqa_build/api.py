@@ -11,7 +11,7 @@ from .errors import UsageError, ValidationFailed
 from .eval.predictions import read_predictions
 from .eval.score import BuildEntries, image_size_reader, score_predictions
 from .eval.score_report import write_score
-from .export import EXPORTERS
+from .export import EXPORTERS, export
 from .export.hub import PushResult, push
 from .layouts.discovery import RootResolution
 from .pipeline import BuildDir, BuildResult
@@ -151,6 +151,18 @@ def validate_build(
     return ValidationResult(problems, len(items), findings.get("blind"))
 
 
+@dataclass(frozen=True)
+class ExportResult:
+    """One export written: its folder, the items written, the items left out per reason (a
+    format that holds only some items, e.g. spinebench and vlmeval no box answers) and the
+    exporter's stats."""
+
+    path: Path
+    written: int
+    left_out: dict[str, int]
+    stats: dict
+
+
 def export_build(
     build_dir: str | os.PathLike,
     fmt: str,
@@ -158,11 +170,12 @@ def export_build(
     *,
     force: bool = False,
     circular: bool = False,
-) -> tuple[Path, int]:
+) -> ExportResult:
     """Write one export format of a finished build (default ``DIR/<format>``), after checking
-    it as ``validate_build`` does; returns the folder and the number of items. ``circular``
-    (VLMEvalKit only) adds MMBench-style rotated copies of every multiple-choice item."""
-    exporter = EXPORTERS.get(fmt, where="--format")
+    it as ``validate_build`` does; returns the folder and what the exporter wrote and left
+    out. ``circular`` (VLMEvalKit only) adds MMBench-style rotated copies of every
+    multiple-choice item."""
+    EXPORTERS.get(fmt, where="--format")
     if circular and fmt != "vlmeval":
         raise UsageError(
             f"--circular writes rotated copies for the vlmeval format, not {fmt!r}",
@@ -203,8 +216,8 @@ def export_build(
     if circular:
         ctx.options["circular"] = True
     with folder_written_aside(target) as tmp:  # a failed export leaves the target as it was
-        exporter(ctx, tmp)
-    return target, len(items)
+        stats = export(fmt, ctx, tmp)
+    return ExportResult(target, stats["written"], stats["left_out"], stats)
 
 
 def score(
@@ -314,6 +327,7 @@ __all__ = [
     "clean_build",
     "convert_source",
     "diff",
+    "ExportResult",
     "export_build",
     "failed_rules",
     "inspect_source",

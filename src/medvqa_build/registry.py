@@ -51,6 +51,10 @@ class Registry(Generic[T]):
         code is what a stage that runs the entry depends on (``Stage.plugins``)."""
         return self.get(name).__module__
 
+    def name_of(self, entry: object) -> str | None:
+        """The name ``entry`` is registered under (None when it is not)."""
+        return next((n for n, e in self._entries.items() if e is entry), None)
+
     def names(self) -> list[str]:
         return sorted(self._entries)
 

@@ -124,7 +124,7 @@ def test_validate_and_export_commands_run_the_audit_too(planted, tmp_path):
         "task:Longest",
     ]
     assert "## Text-only (blind) audit" in (tmp_path / "v" / "validation.md").read_text()
-    target, _ = export_build(planted, "hf", tmp_path / "hf", force=True)
+    target = export_build(planted, "hf", tmp_path / "hf", force=True).path
     card = (target / "README.md").read_text()
     assert "| Frequent | 60 | 100.0% | 25.0% |" in card
 

@@ -1,17 +1,23 @@
 """The worked examples of CONTRIBUTING.md, run: a renderer and an exporter are each one module
 that registers itself (plus its import line in the package's ``__init__``), and a recipe can
-use them at once. Here the module's body is written inline and registered for the test only.
+use them at once. The renderer's body is written inline here; the exporter is
+``examples/exporter_jsonl.py`` itself, the file CONTRIBUTING.md shows. Both are registered for
+the test only, in a copy of their registry without their names (so a contributor who followed
+the walk-through and registered ``jsonl`` in ``src/`` does not collide with the test).
 
 ``bold_box`` draws the box level's outline at twice the stroke; ``jsonl`` writes one JSON
-object per item. The demo recipe, cut down, asks for one task at ``bold_box`` and for the
-``jsonl`` format: the task plans box shapes, the render stage draws them, the alignment check
-and the validate rules accept them, and the export holds every item.
+object per multiple-choice item with its images copied beside it. The demo recipe, cut down,
+asks for one task at ``bold_box`` and for the ``jsonl`` format: the task plans box shapes, the
+render stage draws them, the alignment check and the validate rules accept them, and the export
+holds every item.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,14 +27,14 @@ from PIL import Image
 
 from medvqa_build.api import build, load_recipe
 from medvqa_build.errors import RecipeError
-from medvqa_build.export import EXPORTERS, ExportContext
+from medvqa_build.export import EXPORTERS
 from medvqa_build.pipeline.build_dir import BuildDir
 from medvqa_build.render import RENDERERS, prompt_levels
 from medvqa_build.render.base import PlannedRenderer
 from medvqa_build.render.box import plan_box_mark
-from medvqa_build.store.atomic import write_atomic
 
 REPO = Path(__file__).resolve().parents[2]
+EXPORTER = REPO / "examples" / "exporter_jsonl.py"
 
 
 # --- src/medvqa_build/render/bold_box.py --------------------------------------------------
@@ -43,25 +49,6 @@ class BoldBoxRenderer(PlannedRenderer):
         return plan_box_mark(mark, bold, h, w, root, channels)
 
 
-# --- src/medvqa_build/export/jsonl.py -----------------------------------------------------
-def export_jsonl(ctx: ExportContext, out: Path) -> dict:
-    """``jsonl``: ``<name>.jsonl``, one object per item, in item order (byte-identical)."""
-    lines = [
-        json.dumps(
-            {
-                "id": i.item_id,
-                "question": i.question,
-                "options": list(i.options),
-                "answer": i.answer,
-            },
-            sort_keys=True,
-        )
-        for i in ctx.items
-    ]
-    write_atomic(out / f"{ctx.name}.jsonl", "".join(line + "\n" for line in lines))
-    return {"items": len(lines)}
-
-
 def _recipe(tmp_path: Path) -> Path:
     """The demo, cut down to its box task at ``bold_box``, exported as VLMEvalKit and jsonl."""
     recipe = yaml.safe_load((REPO / "recipes" / "demo.yaml").read_text())
@@ -74,7 +61,17 @@ def _recipe(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_recipe_cannot_name_them_before_they_are_registered(tmp_path):
+@pytest.fixture
+def unregistered(monkeypatch):
+    """The registries without the examples' names (the registries are process-wide)."""
+    renderers = {k: v for k, v in RENDERERS._entries.items() if k != "bold_box"}
+    monkeypatch.setattr(RENDERERS, "_entries", renderers)
+    monkeypatch.setattr(
+        EXPORTERS, "_entries", {k: v for k, v in EXPORTERS._entries.items() if k != "jsonl"}
+    )
+
+
+def test_a_recipe_cannot_name_them_before_they_are_registered(unregistered, tmp_path):
     text = _recipe(tmp_path).read_text()
     assert "prompt_level: bold_box" in text and "- jsonl\n" in text
     (tmp_path / "fmt.yaml").write_text(text.replace("prompt_level: bold_box", "prompt_level: box"))
@@ -86,12 +83,13 @@ def test_a_recipe_cannot_name_them_before_they_are_registered(tmp_path):
 
 
 @pytest.fixture
-def registered(monkeypatch):
-    """The two registrations, undone after the test (the registries are process-wide)."""
-    monkeypatch.setattr(RENDERERS, "_entries", dict(RENDERERS._entries))
-    monkeypatch.setattr(EXPORTERS, "_entries", dict(EXPORTERS._entries))
+def registered(unregistered, monkeypatch):
+    """The two registrations, undone after the test: the exporter by running its file."""
     RENDERERS.add("bold_box", BoldBoxRenderer())
-    EXPORTERS.add("jsonl", export_jsonl)
+    spec = importlib.util.spec_from_file_location("examples_exporter_jsonl", EXPORTER)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its code addresses the export stage
+    spec.loader.exec_module(module)  # registers "jsonl"
 
 
 def test_a_new_renderer_and_exporter_build_end_to_end(registered, tmp_path):
@@ -114,5 +112,18 @@ def test_a_new_renderer_and_exporter_build_end_to_end(registered, tmp_path):
     band = image[y1 : y1 + t, x1 + t : x2 - t]
     assert np.abs(band - [255, 0, 0]).max(axis=-1).mean() < 60  # red (JPEG-close)
 
-    lines = (tmp_path / "out" / "jsonl" / "MedVQA_Demo.jsonl").read_text().splitlines()
-    assert [json.loads(line)["id"] for line in lines] == [i.item_id for i in items]
+    export = tmp_path / "out" / "jsonl"
+    records = [json.loads(line) for line in (export / "MedVQA_Demo.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records] == [i.item_id for i in items]
+    assert all((export / path).is_file() for r in records for path in r["images"])
+    (stats,) = [s.stats for s in result.stages if s.name == "export" and "jsonl" in s.path.name]
+    assert stats["written"] == 12 and stats["left_out"] == {}
+
+
+def test_the_walkthrough_shows_the_example_file():
+    """CONTRIBUTING.md's exporter walk-through is ``examples/exporter_jsonl.py``, verbatim."""
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    head = "```python\n# examples/exporter_jsonl.py\n"
+    assert head in text
+    block = text[text.index(head) + len(head) :]
+    assert block[: block.index("```\n")] == EXPORTER.read_text(encoding="utf-8")

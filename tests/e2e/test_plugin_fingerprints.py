@@ -29,14 +29,16 @@ THROWAWAY = '''"""A throwaway exporter no recipe names."""
 
 import json
 
-from .base import EXPORTERS
+from .base import EXPORTERS, Exporter
 
 
 @EXPORTERS.register("throwaway")
-def export_throwaway(ctx, out):
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "items.jsonl").write_text("".join(json.dumps(i.item_id) + "\\n" for i in ctx.items))
-    return {}
+class Throwaway(Exporter):
+    def start(self):
+        self.lines = self.text_file("items.jsonl", mode="w", encoding="utf-8")
+
+    def write(self, item):
+        self.lines.fh.write(json.dumps(item.item_id) + "\\n")
 '''
 
 NEW_LAYOUT = '''"""A throwaway layout no manifest names."""

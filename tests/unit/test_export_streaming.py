@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from medvqa_build.export import EXPORTERS, ExportContext
+from medvqa_build.export import ExportContext, export
 from medvqa_build.export.common import write_json, write_json_list
 from medvqa_build.export.hf import ROW_GROUP_ROWS
 from medvqa_build.export.tsv_text import TypedColumns, encode_column
@@ -92,8 +92,8 @@ def test_item_table_exports_the_same_bytes_as_a_list(fmt, image_root, tmp_path):
     items = [varied_item(k) for k in range(400)]
     write_items(items, tmp_path / "items.parquet")
     table = ItemTable(tmp_path / "items.parquet", batch_rows=37)  # many batches
-    a = EXPORTERS.get(fmt)(context(items, image_root, FORMATS[fmt]), tmp_path / "list")
-    b = EXPORTERS.get(fmt)(context(table, image_root, FORMATS[fmt]), tmp_path / "table")
+    a = export(fmt, context(items, image_root, FORMATS[fmt]), tmp_path / "list")
+    b = export(fmt, context(table, image_root, FORMATS[fmt]), tmp_path / "table")
     assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     got, want = files(tmp_path / "table"), files(tmp_path / "list")
     assert len(want) > 1 and got.keys() == want.keys()
@@ -146,7 +146,7 @@ BOUND = {"hf": 2 * ROW_GROUP_ROWS + 30}
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_exporter_never_holds_all_items(fmt, image_root, tmp_path):
     tracked = Tracked(N_ITEMS)
-    EXPORTERS.get(fmt)(context(tracked, image_root, FORMATS[fmt]), tmp_path / fmt)
+    export(fmt, context(tracked, image_root, FORMATS[fmt]), tmp_path / fmt)
     assert tracked.passes >= 1
     assert tracked.peak <= BOUND.get(fmt, 30), f"{fmt} held {tracked.peak} items at once"
     gc.collect()

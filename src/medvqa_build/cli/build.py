@@ -231,9 +231,14 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
     lines.append(
         f"stages reused: {reused}/{len(result.stages)}" + (" (nothing rebuilt)" if nothing else "")
     )
+    exported = [s.stats for s in result.stages if s.name == "export"]
     lines.append(
-        f"exports: {', '.join(str(out / f) for f in result.recipe.export.formats)}; "
-        f"report: {out / 'report.md'}"
+        "exports: "
+        + ", ".join(
+            f"{out / f} ({export_counts(stats)})"
+            for f, stats in zip(result.recipe.export.formats, exported, strict=True)
+        )
+        + f"; report: {out / 'report.md'}"
     )
     stale = result.unused_stage_folders()
     if stale:
@@ -242,6 +247,17 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
             f"(a cache): `medvqa-build clean {out}` deletes them, --dry-run lists them"
         )
     return lines
+
+
+def export_counts(stats: dict) -> str:
+    """``"280 items"``, or ``"240 items, left out 40: not multiple-choice 40"``: what an
+    exporter wrote and left out (its stats' ``written`` and ``left_out``)."""
+    text = f"{stats.get('written', 0)} items"
+    left = stats.get("left_out") or {}
+    if left:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in left.items())
+        text += f", left out {sum(left.values())}: {reasons}"
+    return text
 
 
 def _resolved_roots(recipe) -> list[tuple[str, Path]]:

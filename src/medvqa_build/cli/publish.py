@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from . import failures
+from .build import export_counts
 
 
 def _cmd_validate(args) -> int:
@@ -38,11 +39,9 @@ def _cmd_export(args) -> int:
     from ..api import export_build
 
     target = failures.claim(args, args.output or Path(args.dir) / args.format)
-    out, count = export_build(
-        args.dir, args.format, target, force=args.force, circular=args.circular
-    )
+    result = export_build(args.dir, args.format, target, force=args.force, circular=args.circular)
     rotated = " with circular rotations" if args.circular else ""
-    print(f"exported {count} items as {args.format}{rotated} to {out}")
+    print(f"exported {export_counts(result.stats)} as {args.format}{rotated} to {result.path}")
     return 0
 
 

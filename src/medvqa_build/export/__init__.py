@@ -13,7 +13,7 @@ from . import native as _native  # noqa: F401  (registers "medsg", "spinebench")
 # isort: on
 from ..errors import RecipeError
 from ..recipe import register_check
-from .base import EXPORTERS, ExportContext
+from .base import EXPORTERS, ExportContext, Exporter, export
 
 
 @register_check
@@ -29,4 +29,4 @@ def check_formats(recipe, where: str) -> None:
         )
 
 
-__all__ = ["EXPORTERS", "ExportContext", "check_formats"]
+__all__ = ["EXPORTERS", "ExportContext", "Exporter", "check_formats", "export"]

@@ -33,12 +33,6 @@ def is_mcq(item: Item) -> bool:
     return bool(item.options)
 
 
-def multi_select_tasks(items: Iterable[Item]) -> set[str]:
-    """The tasks with an item whose answer has several letters (read from two columns)."""
-    pairs = zip(column_values(items, "task"), column_values(items, "answer"), strict=True)
-    return {task for task, answer in pairs if "," in (answer or "")}
-
-
 def standalone_source(module: str, values: dict[str, object]) -> str:
     """The text of the standalone module ``module`` (a file beside this one, shipped inside
     an export) with each top-level ``NAME = <default>`` line of ``values`` set to its value:
@@ -170,6 +164,10 @@ class JsonListWriter:
     def abort(self) -> None:
         self._file.abort()
 
+    @property
+    def closed(self) -> bool:
+        return self._file.fh.closed
+
     def __enter__(self) -> JsonListWriter:
         return self
 
@@ -197,19 +195,3 @@ class Kept:
 
     def __iter__(self) -> Iterator[Item]:
         return (i for i in self.items if self.keep(i))
-
-
-def require_items(items: Iterable[Item], fmt: str, keep: Callable[[Item], bool], what: str) -> Kept:
-    """The items a format can hold (a filtered view, not a list); refuse an export that would
-    be empty. Reads only up to the first item kept."""
-    seen = False
-    for item in items:
-        if keep(item):
-            return Kept(items, keep)
-        seen = True
-    if seen:
-        raise UsageError(
-            f"the {fmt} export holds {what} items and this build has none",
-            fix=f"remove {fmt!r} from export.formats",
-        )
-    return Kept(items, keep)

@@ -8,9 +8,10 @@ Configs: one per benchmark (``all`` when the build has one benchmark) and one pe
 family (the task name as a slug, e.g. ``region_recognition``). Shards hold at most
 ``shard_mb`` (default 500) MB of image bytes.
 
-Bounded memory: one pass over the items cuts the shards and counts what the card says, then
-one pass per config (a filtered read when the items are an ``ItemTable``) fills its splits'
-shards a row group at a time, so at most a row group of items per split is held.
+Bounded memory: one pass over the items cuts the shards; the exporter's item pass then fills
+the ``all`` config and counts what the card says (the items written), and one pass per other
+config (a filtered read when the items are an ``ItemTable``) fills its splits' shards a row
+group at a time, so at most a row group of items per split is held.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from ..records import Item
 from ..schema import item_features
 from ..store.atomic import atomic_path, write_atomic
 from ..store.parquet import items_to_table
-from .base import EXPORTERS, ExportContext
-from .card import LICENCE_FILE, CardStats, dataset_card, licence_file, licence_metadata
+from .base import EXPORTERS, ExportContext, Exporter
+from .card import CardStats, dataset_card
 from .common import slug, task_config, where
 from .gallery import card_galleries, gallery_section, recipe_seed, shown_sources
 from .plots import card_plots
@@ -174,10 +175,9 @@ def _image_bytes(item: Item, resolve: Callable[[str], Path]) -> int:
 
 class _Plan:
     """One pass over the items: the configs (one per benchmark, or ``all``; one per task
-    family), each split's shard cuts and the card's counts."""
+    family) and each split's shard cuts."""
 
     def __init__(self, items: Iterable[Item], resolve: Callable[[str], Path], limit: float):
-        self.stats = CardStats()
         owner: dict[str, str] = {}  # task config -> task
         benchmarks: set[str] = set()
         # shard cuts for every way the items may be grouped; the benchmark count picks one
@@ -185,7 +185,6 @@ class _Plan:
         per_bench: dict[tuple[str, str], _ShardPlan] = {}  # (benchmark, split)
         per_task: dict[tuple[str, str], _ShardPlan] = {}  # (task config, split)
         for item in items:
-            self.stats.add(item)
             key = task_config(owner, item.task)
             benchmarks.add(item.benchmark)
             split = item.split or "test"
@@ -223,11 +222,11 @@ class _Plan:
         return where(items, "task", self.task_config[config])
 
 
-def _galleries(ctx: ExportContext, plan: _Plan, out: Path) -> list[str]:
+def _galleries(ctx: ExportContext, stats: CardStats, out: Path) -> list[str]:
     """The examples of each task as ``assets/gallery_<task>.png``; the card's section."""
     seed = recipe_seed(ctx.recipe_yaml)
-    used = sorted(plan.stats.sources)
-    drawn = card_galleries(ctx.items, plan.stats.task, ctx.resolve, ctx.manifests, used, seed)
+    used = sorted(stats.sources)
+    drawn = card_galleries(ctx.items, stats.task, ctx.resolve, ctx.manifests, used, seed)
     for fname, png in drawn.values():
         write_atomic(out / "assets" / fname, png)
     shown = shown_sources(ctx.manifests, used)
@@ -236,69 +235,93 @@ def _galleries(ctx: ExportContext, plan: _Plan, out: Path) -> list[str]:
 
 
 @EXPORTERS.register("hf")
-def export_hf(ctx: ExportContext, out: Path) -> dict:
-    """Write the Parquet shards, the dataset card and its plots. Option: ``shard_mb``."""
-    limit = float(ctx.options.get("shard_mb", 500)) * 1e6
-    features = hf_features()
-    meta = json.dumps({"info": {"features": features.to_dict()}}).encode()
-    yaml_features = features._to_yaml_list()
-    plan = _Plan(ctx.items, ctx.resolve, limit)
-    writers: dict[tuple[str, str], _SplitWriter] = {}
-    for config, splits in plan.splits.items():  # a pass per config, its splits side by side
-        now = {split: _SplitWriter(config, split, p, ctx, meta, out) for split, p in splits.items()}
-        try:
-            for item in plan.items_of(config, ctx.items):
-                now[item.split or "test"].add(item)
+class HF(Exporter):
+    """Write the Parquet shards, the dataset card and its plots. Option: ``shard_mb``.
+
+    A first pass cuts the shards; the items then fill the ``all`` config's splits as they
+    come (side by side, a row group at a time) and every other config (each benchmark's,
+    each task's) is filled by a filtered pass of its own."""
+
+    def start(self) -> None:
+        limit = float(self.options.get("shard_mb", 500)) * 1e6
+        features = hf_features()
+        self.meta = json.dumps({"info": {"features": features.to_dict()}}).encode()
+        self.yaml_features = features._to_yaml_list()
+        self.plan = _Plan(self.ctx.items, self.ctx.resolve, limit)
+        self.stats = CardStats()  # what the card counts: the items written
+        self.writers: dict[tuple[str, str], _SplitWriter] = {}
+        # the "all" config (one benchmark) is filled by the item pass
+        self.whole = self._open("all") if self.plan.bench_config == {"all": None} else {}
+
+    def _open(self, config: str) -> dict[str, _SplitWriter]:
+        splits = self.plan.splits[config]
+        now = {
+            s: _SplitWriter(config, s, p, self.ctx, self.meta, self.out) for s, p in splits.items()
+        }
+        for w in now.values():
+            self.track(w)
+        self.writers.update({(config, split): w for split, w in now.items()})
+        return now
+
+    def write(self, item: Item) -> None:
+        self.stats.add(item)
+        if self.whole:
+            self.whole[item.split or "test"].add(item)
+
+    def finish(self) -> dict:
+        plan = self.plan
+        for config in plan.splits:  # a pass per other config, its splits side by side
+            if config == "all" and self.whole:
+                now = self.whole
+            else:
+                now = self._open(config)
+                for item in plan.items_of(config, self.ctx.items):
+                    now[item.split or "test"].add(item)
             if not all(w.done for w in now.values()):
                 raise RuntimeError(f"hf export: the items of config {config} changed")
-        except BaseException:
-            for w in now.values():
-                w.abort()
-            raise
-        writers.update({(config, split): w for split, w in now.items()})
-    configs, infos, counts, files = [], [], {}, []
-    for n, (config, splits) in enumerate(plan.splits.items()):
-        data_files, splits_info = [], []
-        download = dataset = 0
-        for split, p in splits.items():
-            w = writers[(config, split)]
-            files += [w.rel(k) for k in range(len(p.lengths))]
-            download += w.download
-            dataset += w.num_bytes
-            data_files.append({"split": split, "path": f"data/{config}/{split}-*"})
-            splits_info.append({"name": split, "num_bytes": w.num_bytes, "num_examples": p.count})
-        entry: dict = {"config_name": config, "data_files": data_files}
-        if n == 0:
-            entry = {"config_name": config, "default": True, "data_files": data_files}
-        configs.append(entry)
-        infos.append(
-            {
-                "config_name": config,
-                "features": yaml_features,
-                "splits": splits_info,
-                "download_size": download,
-                "dataset_size": dataset,
-            }
+        configs, infos, counts, files = [], [], {}, []
+        for n, (config, splits) in enumerate(plan.splits.items()):
+            data_files, splits_info = [], []
+            download = dataset = 0
+            for split, p in splits.items():
+                w = self.writers[(config, split)]
+                files += [w.rel(k) for k in range(len(p.lengths))]
+                download += w.download
+                dataset += w.num_bytes
+                data_files.append({"split": split, "path": f"data/{config}/{split}-*"})
+                splits_info.append(
+                    {"name": split, "num_bytes": w.num_bytes, "num_examples": p.count}
+                )
+            entry: dict = {"config_name": config, "data_files": data_files}
+            if n == 0:
+                entry = {"config_name": config, "default": True, "data_files": data_files}
+            configs.append(entry)
+            infos.append(
+                {
+                    "config_name": config,
+                    "features": self.yaml_features,
+                    "splits": splits_info,
+                    "download_size": download,
+                    "dataset_size": dataset,
+                }
+            )
+            counts[config] = sum(p.count for p in splits.values())
+        plots = card_plots(self.stats)
+        for fname, png in plots.items():
+            self.write_file(f"assets/{fname}", png)
+        gallery = _galleries(self.ctx, self.stats, self.out)
+        card = dataset_card(
+            self.stats,
+            self.ctx.manifests,
+            self.ctx.recipe_yaml,
+            self.ctx.name,
+            configs,
+            self.ctx.validation,
+            dataset_info=infos,
+            plots=list(plots),
+            config_items=counts,
+            gallery=gallery,
         )
-        counts[config] = sum(p.count for p in splits.values())
-    plots = card_plots(plan.stats)
-    for fname, png in plots.items():
-        write_atomic(out / "assets" / fname, png)
-    gallery = _galleries(ctx, plan, out)
-    card = dataset_card(
-        plan.stats,
-        ctx.manifests,
-        ctx.recipe_yaml,
-        ctx.name,
-        configs,
-        ctx.validation,
-        dataset_info=infos,
-        plots=list(plots),
-        config_items=counts,
-        gallery=gallery,
-    )
-    write_atomic(out / "README.md", card)
-    used = sorted(plan.stats.sources)
-    if licence_metadata(ctx.manifests, used)["license"] == "other":  # the card's license_link
-        write_atomic(out / LICENCE_FILE, licence_file(ctx.manifests, used, ctx.name))
-    return {"items": plan.stats.total, "configs": list(counts), "files": files, "plots": len(plots)}
+        self.write_file("README.md", card)
+        self.write_licence_file()  # the card's license_link, when its licence is "other"
+        return {"configs": list(counts), "files": files, "plots": len(plots)}

@@ -15,18 +15,10 @@ image size.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from ..store.atomic import write_atomic
-from .base import EXPORTERS, ExportContext
-from .common import (
-    check_export_name,
-    is_grounding,
-    is_mcq,
-    multi_select_tasks,
-    slug,
-    standalone_source,
-)
+from ..records import Item
+from .base import EXPORTERS, Exporter
+from .common import check_export_name, is_grounding, is_mcq, slug, standalone_source
 
 MCQ_POST = "\nAnswer with the option's letter from the given choices directly."
 BOX_POST = "\nAnswer with the bounding box of the target as [x1, y1, x2, y2] in pixels."
@@ -76,25 +68,38 @@ def _yaml(task: str, dataset_path: str, split: str, kind: str) -> str:
     return "\n".join(lines)
 
 
+KINDS = {"mcq": is_mcq, "grounding": is_grounding}
+
+
 @EXPORTERS.register("lmms-eval")
-def export_lmms(ctx: ExportContext, out: Path) -> dict:
-    """Options: ``dataset_path`` (Hub repo id of the HF export), ``split`` (default ``test``)."""
-    name = check_export_name(ctx.name)
-    dataset_path = ctx.options.get("dataset_path", name)
-    split = ctx.options.get("split", "test")
-    kinds = {"mcq": is_mcq, "grounding": is_grounding}
-    present: set[str] = set()
-    for item in ctx.items:  # one pass, stopped once every kind is seen
-        present.update(kind for kind, keep in kinds.items() if keep(item))
-        if len(present) == len(kinds):
-            break
-    multi = multi_select_tasks(ctx.items)
-    written = []
-    for kind in kinds:
-        if kind in present:
-            fname = f"{slug(name)}_{kind}.yaml"
-            write_atomic(out / fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
-            written.append(fname)
-    utils = standalone_source("lmms_utils.py", {"MULTI_SELECT_TASKS": frozenset(multi)})
-    write_atomic(out / "utils.py", utils)
-    return {"tasks": written, "multi_select_tasks": sorted(multi)}
+class LmmsEval(Exporter):
+    """Options: ``dataset_path`` (Hub repo id of the HF export), ``split`` (default ``test``).
+
+    The task files read the HF export's rows: "writing" an item notes its kind (a task file
+    per kind present) and whether it is multi-select; an item of no kind is left out."""
+
+    def leave_out(self, item: Item) -> str | None:
+        return None if any(keep(item) for keep in KINDS.values()) else "neither choice nor box"
+
+    def start(self) -> None:
+        self.name = check_export_name(self.ctx.name)
+        self.present: set[str] = set()
+        self.multi: set[str] = set()
+
+    def write(self, item: Item) -> None:
+        self.present.update(kind for kind, keep in KINDS.items() if keep(item))
+        if "," in (item.answer or ""):
+            self.multi.add(item.task)
+
+    def finish(self) -> dict:
+        name, split = self.name, self.options.get("split", "test")
+        dataset_path = self.options.get("dataset_path", name)
+        written = []
+        for kind in KINDS:
+            if kind in self.present:
+                fname = f"{slug(name)}_{kind}.yaml"
+                self.write_file(fname, _yaml(f"{slug(name)}_{kind}", dataset_path, split, kind))
+                written.append(fname)
+        utils = standalone_source("lmms_utils.py", {"MULTI_SELECT_TASKS": frozenset(self.multi)})
+        self.write_file("utils.py", utils)
+        return {"tasks": written, "multi_select_tasks": sorted(self.multi)}

@@ -13,23 +13,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import UsageError
 from ..geometry import xyxy_to_abs
+from ..records import Item
 from ..vocab import LETTERS, answer_letters
-from .base import EXPORTERS, ExportContext
-from .common import (
-    ImageCopier,
-    JsonListWriter,
-    check_export_name,
-    column_values,
-    is_grounding,
-    is_mcq,
-    require_items,
-    slug,
-    write_json,
-)
+from .base import EXPORTERS, Exporter
+from .common import check_export_name, column_values, is_grounding, is_mcq, slug
 
 # MedSG-Bench's task keys, Task1..Task8 (its JSON ``task`` field, spelled as released)
 MEDSG_TASKS = (
@@ -64,62 +53,64 @@ def medsg_numbering(tasks: set[str]) -> dict[str, tuple[int, str]]:
 
 
 @EXPORTERS.register("medsg")
-def export_medsg(ctx: ExportContext, out: Path) -> dict:
-    """One pass for the task names, one to write: every ``TaskN.json`` is filled at once."""
-    copier = ImageCopier(out, ctx.resolve)
-    numbering = medsg_numbering(set(column_values(ctx.items, "task")))
-    number = {task: n for task, (n, _) in numbering.items()}
-    files = {task: JsonListWriter(out / f"Task{n}.json") for task, n in number.items()}
-    try:
-        for item in ctx.items:
-            n = number[item.task]
-            images = [copier(ref, folder=f"Task{n}") for ref in item.images]
-            w, h = copier.size(item.images[-1])
-            record = {"task": numbering[item.task][1], "images": images, "question": item.question}
-            if is_grounding(item):
-                record["answer"] = list(xyxy_to_abs(item.answer_bbox, w, h))
-            else:
-                record["options"] = list(item.options)
-                record["answer"] = item.answer
-            record["size"] = [w, h]
-            files[item.task].append(record)
-    except BaseException:
-        for f in files.values():
-            f.abort()
-        raise
-    index = {}
-    for task, n in sorted(number.items(), key=lambda kv: kv[1]):
-        files[task].close()
-        index[f"Task{n}"] = {
-            "task": numbering[task][1],
-            "name": task,
-            "items": files[task].count,
-        }
-    write_json(out / "tasks.json", index)
-    return {"tasks": index}
+class MedSG(Exporter):
+    """A pass for the task names, then every ``TaskN.json`` filled at once."""
+
+    def start(self) -> None:
+        self.numbering = medsg_numbering(set(column_values(self.ctx.items, "task")))
+        self.number = {task: n for task, (n, _) in self.numbering.items()}
+        self.files = {task: self.json_list(f"Task{n}.json") for task, n in self.number.items()}
+
+    def write(self, item: Item) -> None:
+        n = self.number[item.task]
+        images = [self.image(ref, folder=f"Task{n}") for ref in item.images]
+        w, h = self.images.size(item.images[-1])
+        record = {"task": self.numbering[item.task][1], "images": images, "question": item.question}
+        if is_grounding(item):
+            record["answer"] = list(xyxy_to_abs(item.answer_bbox, w, h))
+        else:
+            record["options"] = list(item.options)
+            record["answer"] = item.answer
+        record["size"] = [w, h]
+        self.files[item.task].append(record)
+
+    def finish(self) -> dict:
+        index = {}
+        for task, n in sorted(self.number.items(), key=lambda kv: kv[1]):
+            index[f"Task{n}"] = {
+                "task": self.numbering[task][1],
+                "name": task,
+                "items": self.files[task].count,
+            }
+        self.write_json("tasks.json", index)
+        return {"tasks": index}
 
 
 @EXPORTERS.register("spinebench")
-def export_spinebench(ctx: ExportContext, out: Path) -> dict:
-    name = check_export_name(ctx.name)
-    items = require_items(ctx.items, "spinebench", is_mcq, "multiple-choice")
-    copier = ImageCopier(out, ctx.resolve)
-    total = 0
-    with JsonListWriter(out / f"{name}.json") as records:  # written record by record
-        for item in ctx.items:
-            total += 1
-            if not items.keep(item):
-                continue
-            images = [copier(ref) for ref in item.images]
-            record = {
-                "image": images[0],
-                "task": slug(item.task),
-                "question": item.question,
-                "options": list(item.options),
-                "answers": [item.options[LETTERS.index(a)] for a in answer_letters(item.answer)],
-                "answer": item.answer,
-            }
-            if len(images) > 1:
-                record["images"] = images
-            records.append(record)
-    return {"records": records.count, "left_out_not_mcq": total - records.count}
+class SpineBench(Exporter):
+    """One JSON list of the multiple-choice items; box-answer items are left out."""
+
+    holds = "multiple-choice"
+
+    def leave_out(self, item: Item) -> str | None:
+        return None if is_mcq(item) else "not multiple-choice"
+
+    def start(self) -> None:
+        self.records = self.json_list(f"{check_export_name(self.ctx.name)}.json")
+
+    def write(self, item: Item) -> None:
+        images = [self.image(ref) for ref in item.images]
+        record = {
+            "image": images[0],
+            "task": slug(item.task),
+            "question": item.question,
+            "options": list(item.options),
+            "answers": [item.options[LETTERS.index(a)] for a in answer_letters(item.answer)],
+            "answer": item.answer,
+        }
+        if len(images) > 1:
+            record["images"] = images
+        self.records.append(record)
+
+    def finish(self) -> dict:
+        return {"records": self.records.count}

@@ -13,21 +13,12 @@ folder (docs/exports.md).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..errors import UsageError
 from ..geometry import format_box
 from ..records import Item
 from ..vocab import COORD_FORMATS, LETTERS, answer_letters
-from .base import EXPORTERS, ExportContext
-from .common import (
-    ImageCopier,
-    JsonListWriter,
-    check_export_name,
-    is_grounding,
-    option_block,
-    write_json,
-)
+from .base import EXPORTERS, Exporter
+from .common import check_export_name, is_grounding, option_block
 
 MCQ_SUFFIX = "Answer with the option's letter from the given choices directly."
 
@@ -57,56 +48,60 @@ def _prompt(item: Item, convention: str) -> str:
 
 
 @EXPORTERS.register("sharegpt")
-def export_sharegpt(ctx: ExportContext, out: Path) -> dict:
+class ShareGPT(Exporter):
     """Options: ``convention`` (box text, default: each item's coord_format or ``abs``),
     ``answer`` (``letter_text`` default, or ``letter``)."""
-    name = check_export_name(ctx.name)
-    convention = ctx.options.get("convention")
-    if convention is not None and convention not in COORD_FORMATS:
-        raise UsageError(
-            f"sharegpt convention {convention!r} is unknown",
-            fix=f"use one of {', '.join(COORD_FORMATS)}",
-        )
-    style = ctx.options.get("answer", "letter_text")
-    copier = ImageCopier(out, ctx.resolve)
-    out.mkdir(parents=True, exist_ok=True)
-    with JsonListWriter(out / f"{name}.json") as records:  # written record by record
-        for item in ctx.items:
-            conv = convention or item.coord_format or "abs"
-            if "<image>" in item.question or any("<image>" in o for o in item.options):
-                raise UsageError(
-                    f"item {item.item_id} contains the text '<image>', which LLaMA-Factory "
-                    "reads as an image placeholder",
-                    fix="change the template or option text",
-                )
-            images = [copier(ref) for ref in item.images]
-            size = copier.size(item.images[-1])
-            human = "<image>" * len(images) + _prompt(item, conv)
-            records.append(
-                {
-                    "id": item.item_id,
-                    "conversations": [
-                        {"from": "human", "value": human},
-                        {"from": "gpt", "value": _answer(item, conv, size, style)},
-                    ],
-                    "images": images,
-                    "task": item.task,
-                }
+
+    def start(self) -> None:
+        self.name = check_export_name(self.ctx.name)
+        self.convention = self.options.get("convention")
+        if self.convention is not None and self.convention not in COORD_FORMATS:
+            raise UsageError(
+                f"sharegpt convention {self.convention!r} is unknown",
+                fix=f"use one of {', '.join(COORD_FORMATS)}",
             )
-    write_json(
-        out / "dataset_info.json",
-        {
-            name: {
-                "file_name": f"{name}.json",
-                "formatting": "sharegpt",
-                "columns": {"messages": "conversations", "images": "images"},
-                "tags": {
-                    "role_tag": "from",
-                    "content_tag": "value",
-                    "user_tag": "human",
-                    "assistant_tag": "gpt",
-                },
+        self.style = self.options.get("answer", "letter_text")
+        self.records = self.json_list(f"{self.name}.json")  # written record by record
+
+    def write(self, item: Item) -> None:
+        conv = self.convention or item.coord_format or "abs"
+        if "<image>" in item.question or any("<image>" in o for o in item.options):
+            raise UsageError(
+                f"item {item.item_id} contains the text '<image>', which LLaMA-Factory "
+                "reads as an image placeholder",
+                fix="change the template or option text",
+            )
+        images = [self.image(ref) for ref in item.images]
+        size = self.images.size(item.images[-1])
+        human = "<image>" * len(images) + _prompt(item, conv)
+        self.records.append(
+            {
+                "id": item.item_id,
+                "conversations": [
+                    {"from": "human", "value": human},
+                    {"from": "gpt", "value": _answer(item, conv, size, self.style)},
+                ],
+                "images": images,
+                "task": item.task,
             }
-        },
-    )
-    return {"records": records.count, "images": copier.written}
+        )
+
+    def finish(self) -> dict:
+        name = self.name
+        self.write_json(
+            "dataset_info.json",
+            {
+                name: {
+                    "file_name": f"{name}.json",
+                    "formatting": "sharegpt",
+                    "columns": {"messages": "conversations", "images": "images"},
+                    "tags": {
+                        "role_tag": "from",
+                        "content_tag": "value",
+                        "user_tag": "human",
+                        "assistant_tag": "gpt",
+                    },
+                }
+            },
+        )
+        return {"records": self.records.count, "images": self.images.written}

@@ -23,7 +23,6 @@ import csv
 import hashlib
 import logging
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,11 +30,11 @@ from ..errors import UsageError
 from ..media.dicom import is_dicom
 from ..media.load import export_image_bytes
 from ..records import Item
-from ..store.atomic import AtomicFile, write_atomic
+from ..store.atomic import AtomicFile
 from ..vocab import LETTERS, answer_letters
-from .base import EXPORTERS, ExportContext
+from .base import EXPORTERS, ExportContext, Exporter
 from .cells import FormulaCells
-from .common import check_export_name, is_mcq, multi_select_tasks, require_items, standalone_source
+from .common import check_export_name, is_mcq, standalone_source
 from .tsv_text import TypedColumns
 
 log = logging.getLogger(__name__)
@@ -253,69 +252,99 @@ def _group_bytes(item: Item, group: list[_Row], images: _Images) -> int:
     return sum(image + 4 * len(row.item.question) + 1024 for row in group)
 
 
-def _ordered_rows(items: Iterable[Item], circular: bool, n_opt: int) -> Iterator[tuple[int, _Row]]:
-    """``(item index, row)`` for every row in the order of its part file: the items in order,
-    or with ``circular`` the originals first, then each rotation (a pass over the items per
-    rotation)."""
-    for k in range(n_opt if circular else 1):
-        for index, item in enumerate(items):
-            if k < len(item.options):
-                yield index, _rotation(index, item, k)
-
-
 @EXPORTERS.register("vlmeval")
-def export_vlmeval(ctx: ExportContext, out: Path) -> dict:
+class VLMEval(Exporter):
     """Write ``<name>.tsv`` (or ``<name>_partK.tsv`` parts) and ``md5sums.txt`` under ``out``.
 
     Options: ``circular`` (bool, default false), ``part_size_mb`` (default 1000).
     Box-answer items are not MCQ and are left out (counted in the stats).
 
-    Two passes over the items (with ``circular``, one more per extra rotation): the first
-    cuts the parts and decides each column's quoting, the next write the rows.
+    A first pass cuts the parts and decides each column's quoting; the items' rows are then
+    written as they come, and with ``circular`` each rotation's rows in one more pass.
     """
-    name = check_export_name(ctx.name)
-    items = require_items(ctx.items, "vlmeval", is_mcq, "multiple-choice")
-    circular = bool(ctx.options.get("circular", False))
-    limit = float(ctx.options.get("part_size_mb", 1000)) * 1e6
-    images = _Images(ctx.resolve)
-    parts, kept, total, n_opt = _cut_parts(ctx.items, circular, limit, images)
-    out.mkdir(parents=True, exist_ok=True)
-    names = [
-        f"{name}.tsv" if len(parts) == 1 else f"{name}_part{k}.tsv"
-        for k in range(1, len(parts) + 1)
-    ]
-    formulas = FormulaCells()
-    md5, rewritten = _write_parts(items, parts, names, images, ctx, n_opt, circular, out, formulas)
-    md5 = {n: md5[n] for n in names}
-    write_atomic(out / "md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
-    multi = multi_select_tasks(ctx.items)
-    if multi:  # stock VLMEvalKit scores "A,C" as a miss: ship a dataset class that does not
-        values = {"DATASETS": tuple(n[: -len(".tsv")] for n in names), "MULTI_SELECT_TASKS": multi}
-        write_atomic(out / DATASET_MODULE, standalone_source("vlmeval_dataset.py", values))
-    if rewritten:
-        log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", rewritten)
-    if formulas.count:
-        log.warning("%s", formulas.warning("vlmeval"))
-    return {
-        **formulas.stats(),
-        "rows": sum(p.rows for p in parts),
-        "items": kept,
-        "parts": list(md5),
-        "md5": md5,
-        "left_out_not_mcq": total - kept,
-        "quoted_cells": rewritten,
-        "multi_select_tasks": sorted(multi),
-    }
+
+    holds = "multiple-choice"
+
+    def leave_out(self, item: Item) -> str | None:
+        return None if is_mcq(item) else "not multiple-choice"
+
+    def start(self) -> None:
+        name = check_export_name(self.ctx.name)
+        self.circular = bool(self.options.get("circular", False))
+        limit = float(self.options.get("part_size_mb", 1000)) * 1e6
+        self.b64 = _Images(self.ctx.resolve)
+        self.parts, self.n_opt = _cut_parts(self.ctx.items, self.circular, limit, self.b64)
+        n = len(self.parts)
+        self.names = [f"{name}.tsv" if n == 1 else f"{name}_part{k}.tsv" for k in range(1, n + 1)]
+        self.writers: list[_PartWriter | None] = [None] * n
+        self.starts = [part.first for part in self.parts]
+        self.md5: dict[str, str] = {}
+        self.rewritten = 0
+        self.multi: set[str] = set()
+        self.formulas = FormulaCells()  # cells a spreadsheet would run (export/cells.py)
+
+    def write(self, item: Item) -> None:
+        self._put(self.written, _rotation(self.written, item, 0))
+        if "," in (item.answer or ""):
+            self.multi.add(item.task)
+
+    def _put(self, index: int, row: _Row) -> None:
+        p = bisect_right(self.starts, index) - 1
+        if self.writers[p] is None:
+            self.writers[p] = self._writer(p)
+        self.writers[p].write(row)
+        if self.writers[p].done:
+            self._close(p)
+
+    def _writer(self, p: int) -> _PartWriter:
+        path = self.out / self.names[p]
+        writer = _PartWriter(self.parts[p], self.b64, self.ctx, self.n_opt, path, self.formulas)
+        self.track(writer)
+        return writer
+
+    def _close(self, p: int) -> None:
+        self.md5[self.names[p]] = self.writers[p].close()
+        self.rewritten += self.writers[p].rewritten
+
+    def finish(self) -> dict:
+        for k in range(1, self.n_opt if self.circular else 1):  # a pass per rotation
+            for index, item in enumerate(self.kept()):
+                if k < len(item.options):
+                    self._put(index, _rotation(index, item, k))
+        pairs = zip(self.writers, self.parts, strict=True)
+        if any((w.written if w else 0) != part.rows for w, part in pairs):
+            raise RuntimeError("vlmeval export: the items changed between passes")
+        for p in range(len(self.parts)):  # a part with no rows: the header alone
+            if self.writers[p] is None:
+                self.writers[p] = self._writer(p)
+                self._close(p)
+        md5 = {n: self.md5[n] for n in self.names}
+        self.write_file("md5sums.txt", "".join(f"{h}  {f}\n" for f, h in md5.items()).encode())
+        if self.multi:  # stock VLMEvalKit scores "A,C" as a miss: ship a class that does not
+            datasets = tuple(n[: -len(".tsv")] for n in self.names)
+            values = {"DATASETS": datasets, "MULTI_SELECT_TASKS": self.multi}
+            self.write_file(DATASET_MODULE, standalone_source("vlmeval_dataset.py", values))
+        if self.rewritten:
+            log.info("vlmeval: %d cell(s) quoted so pandas reads them as text", self.rewritten)
+        if self.formulas.count:
+            log.warning("%s", self.formulas.warning("vlmeval"))
+        return {
+            **self.formulas.stats(),
+            "rows": sum(p.rows for p in self.parts),
+            "parts": list(md5),
+            "md5": md5,
+            "quoted_cells": self.rewritten,
+            "multi_select_tasks": sorted(self.multi),
+        }
 
 
-def _cut_parts(items, circular: bool, limit: float, images) -> tuple[list, int, int, int]:
-    """The first pass: ``(parts, MCQ items, all items, most options)``, a part ending where
-    the next item's rows would pass ``limit`` bytes."""
+def _cut_parts(items, circular: bool, limit: float, images) -> tuple[list[_Part], int]:
+    """The first pass: ``(parts, most options)``, a part ending where the next item's rows
+    would pass ``limit`` bytes."""
     parts: list[_Part] = [_Part(0)]
-    size = kept = total = 0
+    size = kept = 0
     n_opt = None
     for item in items:
-        total += 1
         if not is_mcq(item):
             continue
         index, kept = kept, kept + 1
@@ -332,43 +361,4 @@ def _cut_parts(items, circular: bool, limit: float, images) -> tuple[list, int, 
     n_opt = 4 if n_opt is None else n_opt
     if n_opt > len(LETTERS):
         raise UsageError(f"an item has {n_opt} options; VLMEvalKit option columns are A..Z")
-    return parts, kept, total, n_opt
-
-
-def _write_parts(
-    items, parts, names, images, ctx, n_opt, circular, out, formulas
-) -> tuple[dict, int]:
-    """The next passes: every part's rows; ``(md5 of each part, cells quoted)``. A part that
-    is not finished when an error stops the export is removed."""
-    writers: list[_PartWriter | None] = [None] * len(parts)
-    md5: dict[str, str] = {}
-    rewritten = 0
-
-    def finish(p: int) -> None:
-        nonlocal rewritten
-        md5[names[p]] = writers[p].close()
-        rewritten += writers[p].rewritten
-
-    starts = [part.first for part in parts]
-    try:
-        for index, row in _ordered_rows(items, circular, n_opt):
-            p = bisect_right(starts, index) - 1
-            if writers[p] is None:
-                writers[p] = _PartWriter(parts[p], images, ctx, n_opt, out / names[p], formulas)
-            writers[p].write(row)
-            if writers[p].done:
-                finish(p)
-        if any(
-            (w.written if w else 0) != part.rows for w, part in zip(writers, parts, strict=True)
-        ):
-            raise RuntimeError("vlmeval export: the items changed between passes")
-        for p, part in enumerate(parts):  # a part with no rows: the header alone
-            if writers[p] is None:
-                writers[p] = _PartWriter(part, images, ctx, n_opt, out / names[p], formulas)
-                finish(p)
-    except BaseException:
-        for w in writers:
-            if w is not None and not w.out.closed:
-                w.abort()
-        raise
-    return md5, rewritten
+    return parts, n_opt

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..export import EXPORTERS, ExportContext
+from ..export import EXPORTERS, ExportContext, export
 from ..store.atomic import crash_point, file_sha256, write_atomic
 from .base import BuildContext, Stage, StageResult
 
@@ -82,7 +82,7 @@ class Export(Stage):
         exporter_ctx = export_context(
             ctx.items, ctx.resolve, ctx.recipe, ctx.recipe_yaml, ctx.manifests, validation, key
         )
-        return EXPORTERS.get(key)(exporter_ctx, out)
+        return export(key, exporter_ctx, out)
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:
         for fmt, result in zip(self.keys(ctx), results, strict=True):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from huggingface_hub import DatasetCard
 
-from medvqa_build.export import EXPORTERS
+from medvqa_build.export import export
 from medvqa_build.export.base import ExportContext
 from medvqa_build.sources import get_source
 
@@ -34,7 +34,7 @@ def _export(tmp_path, image_root, items, sources):
         {},
     )
     out = tmp_path / "hf"
-    EXPORTERS.get("hf")(ctx, out)
+    export("hf", ctx, out)
     card = (out / "README.md").read_text(encoding="utf-8")
     return out, card, DatasetCard(card).data
 

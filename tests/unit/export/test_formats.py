@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from medvqa_build.export import EXPORTERS
+from medvqa_build.export import export
 from medvqa_build.export.card import random_baselines
 
 from .conftest import make_item
@@ -36,7 +36,7 @@ def test_hf_folder_loads_per_config(make_ctx, tmp_path, items):
     from datasets import get_dataset_config_names, load_dataset
 
     out = tmp_path / "hf"
-    stats = EXPORTERS.get("hf")(make_ctx(items, options={"shard_mb": 0.00001}), out)
+    stats = export("hf", make_ctx(items, options={"shard_mb": 0.00001}), out)
     assert stats["configs"] == ["all", "grounding", "lesion_type", "organ"]
     assert (out / "data/all/test-00000-of-00003.parquet").is_file()  # one item per shard
     assert get_dataset_config_names(str(out)) == stats["configs"]
@@ -57,7 +57,7 @@ def test_hf_folder_loads_per_config(make_ctx, tmp_path, items):
 
 
 def test_card_says_forced(make_ctx, tmp_path, items):
-    EXPORTERS.get("hf")(make_ctx(items, validation={"problems": 2, "failed": True}), tmp_path)
+    export("hf", make_ctx(items, validation={"problems": 2, "failed": True}), tmp_path)
     assert "failed validation (2 problems)" in (tmp_path / "README.md").read_text()
 
 
@@ -71,7 +71,7 @@ def test_random_baselines(items):
 
 @pytest.mark.parametrize("convention", ["abs", "norm1000", "qwen"])
 def test_sharegpt(make_ctx, tmp_path, items, convention):
-    EXPORTERS.get("sharegpt")(make_ctx(items, options={"convention": convention}), tmp_path)
+    export("sharegpt", make_ctx(items, options={"convention": convention}), tmp_path)
     info = json.loads((tmp_path / "dataset_info.json").read_text())["Bench_Test"]
     records = json.loads((tmp_path / info["file_name"]).read_text())
     assert len(records) == 4
@@ -100,9 +100,9 @@ def _load_yaml(path):
 def test_lmms_eval(make_ctx, tmp_path, items):
     from datasets import load_dataset
 
-    EXPORTERS.get("hf")(make_ctx(items), tmp_path / "hf")
-    stats = EXPORTERS.get("lmms-eval")(
-        make_ctx(items, options={"dataset_path": "me/bench"}), tmp_path / "lmms"
+    export("hf", make_ctx(items), tmp_path / "hf")
+    stats = export(
+        "lmms-eval", make_ctx(items, options={"dataset_path": "me/bench"}), tmp_path / "lmms"
     )
     assert stats["tasks"] == ["bench_test_mcq.yaml", "bench_test_grounding.yaml"]
     spec = importlib.util.spec_from_file_location("lmms_utils", tmp_path / "lmms/utils.py")
@@ -137,7 +137,7 @@ def test_lmms_eval_multi_select(make_ctx, tmp_path, items):
     multi = make_item(
         4, options=("L1/L2", "L2/L3", "L3/L4", "L4/L5", "L5/S1"), answer="B,D", task="Levels"
     )
-    stats = EXPORTERS.get("lmms-eval")(make_ctx([*items, multi]), tmp_path)
+    stats = export("lmms-eval", make_ctx([*items, multi]), tmp_path)
     assert stats["multi_select_tasks"] == ["Levels"]
     spec = importlib.util.spec_from_file_location("lmms_utils_m", tmp_path / "utils.py")
     utils = importlib.util.module_from_spec(spec)
@@ -165,7 +165,7 @@ def test_medsg_numbering(make_ctx, tmp_path, items):
         make_item(11, task="registered diff", **box),
         make_item(12, task="referring", **box),
     ]
-    stats = EXPORTERS.get("medsg")(make_ctx([*medsg, *items]), tmp_path)
+    stats = export("medsg", make_ctx([*medsg, *items]), tmp_path)
     index = stats["tasks"]
     assert index["Task1"] == {"task": "Registered_Diff", "name": "registered diff", "items": 1}
     assert index["Task2"]["task"] == index["Task2"]["name"] == "Non_Registered_Diff"
@@ -186,11 +186,11 @@ def test_medsg_refuses_two_tasks_for_one_number(make_ctx, tmp_path):
     box = {"options": (), "answer": "", "answer_bbox": (4.0, 5.0, 20.0, 25.0), "gt": "x"}
     two = [make_item(0, task="patch", **box), make_item(1, task="Patch", **box)]
     with pytest.raises(UsageError, match="Task6"):
-        EXPORTERS.get("medsg")(make_ctx(two), tmp_path)
+        export("medsg", make_ctx(two), tmp_path)
 
 
 def test_medsg_and_spinebench(make_ctx, tmp_path, items):
-    EXPORTERS.get("medsg")(make_ctx(items), tmp_path / "medsg")
+    export("medsg", make_ctx(items), tmp_path / "medsg")
     index = json.loads((tmp_path / "medsg/tasks.json").read_text())
     n = next(k for k, v in index.items() if v["name"] == "Grounding")
     recs = json.loads((tmp_path / f"medsg/{n}.json").read_text())
@@ -198,8 +198,8 @@ def test_medsg_and_spinebench(make_ctx, tmp_path, items):
     assert all(
         (tmp_path / "medsg" / p).is_file() and p.startswith(f"{n}/") for p in recs[0]["images"]
     )
-    stats = EXPORTERS.get("spinebench")(make_ctx(items), tmp_path / "sb")
+    stats = export("spinebench", make_ctx(items), tmp_path / "sb")
     recs = json.loads((tmp_path / "sb/Bench_Test.json").read_text())
-    assert stats["left_out_not_mcq"] == 1 and len(recs) == 3
+    assert stats["left_out"] == {"not multiple-choice": 1} and len(recs) == stats["written"] == 3
     assert recs[0]["answers"] == ["ulcer"] and recs[0]["options"] == ["polyp", "ulcer", "bleeding"]
     assert (tmp_path / "sb" / recs[0]["image"]).is_file()

@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from medvqa_build.errors import UsageError
-from medvqa_build.export import EXPORTERS
+from medvqa_build.export import export
 from medvqa_build.export.tsv_text import decode_cell
 
 from .conftest import make_item
@@ -37,7 +37,7 @@ def test_traps(make_ctx, tmp_path, image_root):
         make_item(3, images=("a.png",), options=("p", "q", "r"), answer="C"),
         make_item(4, images=("c.png",), options=("p", "q", "r", "s", "7"), answer="E"),
     ]
-    stats = EXPORTERS.get("vlmeval")(make_ctx(items), tmp_path)
+    stats = export("vlmeval", make_ctx(items), tmp_path)
     df = pd.read_csv(tmp_path / "Bench_Test.tsv", sep="\t")
     assert stats["rows"] == 5 and stats["quoted_cells"] > 0
     for row, item in zip(df.to_dict("records"), items, strict=True):
@@ -63,7 +63,7 @@ def test_traps(make_ctx, tmp_path, image_root):
 
 def test_circular_copies(make_ctx, tmp_path):
     items = [make_item(0, answer="B"), make_item(1, options=("a", "b"), answer="A")]
-    EXPORTERS.get("vlmeval")(make_ctx(items, options={"circular": True}), tmp_path)
+    export("vlmeval", make_ctx(items, options={"circular": True}), tmp_path)
     df = pd.read_csv(tmp_path / "Bench_Test.tsv", sep="\t")
     assert sorted(df["index"]) == [0, 1, 1_000_000, 1_000_001, 2_000_000]
     for row in df.to_dict("records"):
@@ -74,7 +74,7 @@ def test_circular_copies(make_ctx, tmp_path):
 
 def test_parts_with_md5(make_ctx, tmp_path):
     items = [make_item(k, images=(f"{'abc'[k % 3]}.png",)) for k in range(9)]
-    stats = EXPORTERS.get("vlmeval")(make_ctx(items, options={"part_size_mb": 0.003}), tmp_path)
+    stats = export("vlmeval", make_ctx(items, options={"part_size_mb": 0.003}), tmp_path)
     assert len(stats["parts"]) > 1
     seen = []
     for line in (tmp_path / "md5sums.txt").read_text().splitlines():
@@ -89,13 +89,14 @@ def test_parts_with_md5(make_ctx, tmp_path):
 @pytest.mark.parametrize("name", ["My_MMBench", "x_circular", "CCBench-med"])
 def test_circular_names_refused(make_ctx, tmp_path, name):
     with pytest.raises(UsageError, match="circular"):
-        EXPORTERS.get("vlmeval")(make_ctx([make_item(0)], name=name), tmp_path)
+        export("vlmeval", make_ctx([make_item(0)], name=name), tmp_path)
 
 
 def test_grounding_items_left_out(make_ctx, tmp_path):
     items = [make_item(0), make_item(1, options=(), answer="", answer_bbox=(1, 2, 10, 12))]
-    stats = EXPORTERS.get("vlmeval")(make_ctx(items), tmp_path)
-    assert stats["rows"] == 1 and stats["left_out_not_mcq"] == 1
+    stats = export("vlmeval", make_ctx(items), tmp_path)
+    assert stats["rows"] == stats["written"] == 1
+    assert stats["left_out"] == {"not multiple-choice": 1}
 
 
 def test_multi_select_ships_a_dataset_class(make_ctx, tmp_path):
@@ -106,7 +107,7 @@ def test_multi_select_ships_a_dataset_class(make_ctx, tmp_path):
     multi = make_item(
         9, options=("L1/L2", "L2/L3", "L3/L4", "L4/L5", "L5/S1"), answer="A,C", task="Levels"
     )
-    stats = EXPORTERS.get("vlmeval")(make_ctx([make_item(0), multi]), tmp_path)
+    stats = export("vlmeval", make_ctx([make_item(0), multi]), tmp_path)
     assert stats["multi_select_tasks"] == ["Levels"]
     spec = importlib.util.spec_from_file_location("medvqa_vlmeval", tmp_path / "medvqa_vlmeval.py")
     module = importlib.util.module_from_spec(spec)
@@ -122,5 +123,5 @@ def test_multi_select_ships_a_dataset_class(make_ctx, tmp_path):
         "f1": pytest.approx(2 / 3),
     }
     # a single-answer build gets no class: stock VLMEvalKit scores it as it is
-    EXPORTERS.get("vlmeval")(make_ctx([make_item(0)]), tmp_path / "single")
+    export("vlmeval", make_ctx([make_item(0)]), tmp_path / "single")
     assert not (tmp_path / "single" / "medvqa_vlmeval.py").exists()
