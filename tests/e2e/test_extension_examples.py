@@ -77,7 +77,9 @@ def test_a_recipe_cannot_name_them_before_they_are_registered(unregistered, tmp_
     (tmp_path / "fmt.yaml").write_text(text.replace("prompt_level: bold_box", "prompt_level: box"))
     with pytest.raises(RecipeError, match=r"unknown format\(s\) \['jsonl'\]"):
         load_recipe(tmp_path / "fmt.yaml")
-    (tmp_path / "bold.yaml").write_text(text.replace("- jsonl\n", ""))
+    recipe = yaml.safe_load(text)
+    recipe["export"]["formats"].remove("jsonl")
+    (tmp_path / "bold.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
     with pytest.raises(RecipeError, match="tasks.0.prompt_level='bold_box': unknown prompt"):
         load_recipe(tmp_path / "bold.yaml")
 
