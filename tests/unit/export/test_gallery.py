@@ -4,7 +4,7 @@ there is nothing to show (or when an annotations-only upload drops them)."""
 
 from huggingface_hub import DatasetCard
 
-from medvqa_build.export import EXPORTERS, gallery
+from medvqa_build.export import export, gallery
 from medvqa_build.export.base import ExportContext
 from medvqa_build.sources import get_source
 
@@ -18,7 +18,7 @@ def _export(tmp_path, image_root, items, sources, name="hf"):
         items, lambda ref: image_root / ref, "Bench", "name: t\nseed: 3\n", manifests, {}, {}
     )
     out = tmp_path / name
-    EXPORTERS.get("hf")(ctx, out)
+    export("hf", ctx, out)
     return out, (out / "README.md").read_text(encoding="utf-8")
 
 
