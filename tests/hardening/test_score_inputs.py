@@ -115,3 +115,10 @@ def test_unknown_ids_are_named_five_at_a_time(build, tmp_path):
     assert "2,001 prediction(s) name items this build does not have (by item id: '0000xxx" in line
     assert line.count("(rotation 0)") == 5 and "and 1,996 more" in line
     assert "...(5,006 chars)" in line
+
+
+def test_a_jsonl_line_nested_without_end(build, tmp_path):
+    jsonl = tmp_path / "deep.jsonl"
+    jsonl.write_text('{"item_id": "a", "prediction": "A"}\n' + "[" * 100_000 + "\n")
+    line = _refused(build, jsonl, tmp_path)
+    assert "line 2 is not JSON (nested deeper than Python's recursion limit)" in line

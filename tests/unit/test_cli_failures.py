@@ -33,7 +33,9 @@ def test_a_full_disk_names_the_folder_written(tmp_path, code):
 def test_other_damaged_states_and_bugs(tmp_path):
     args = _args(tmp_path)
     ro = OSError(errno.EROFS, "Read-only file system", "/ro/x")
-    assert failures.describe(ro, args).startswith("cannot write /ro/x (Read-only file system)")
+    assert failures.describe(ro, args).startswith("read-only file system: /ro/x — fix:")
+    denied = PermissionError(errno.EACCES, "Permission denied", "/p/build.json")
+    assert failures.describe(denied, args).startswith("permission denied: /p/build.json — fix")
     bad = pa.ArrowInvalid("Could not open Parquet input source '/nowhere/items.parquet': junk")
     assert failures.describe(bad, args).startswith("damaged Parquet file (Could not open")
     assert "nested too deeply" in failures.describe(RecursionError(), args)

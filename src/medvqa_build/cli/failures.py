@@ -81,8 +81,8 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str | None:
         )
     if isinstance(exc, OSError) and exc.errno in NOT_WRITABLE and exc.filename:
         return (
-            f"cannot write {os.fsdecode(exc.filename)} ({os.strerror(exc.errno)}) — fix: "
-            "make the folder writable, or write elsewhere with -o"
+            f"{os.strerror(exc.errno).lower()}: {os.fsdecode(exc.filename)} — fix: give your "
+            "user access to it and its folder, or write elsewhere with -o"
         )
     if _from_pyarrow(exc):
         return _parquet_line(str(exc))

@@ -165,9 +165,10 @@ def _read_jsonl(path: Path) -> PredictionFile:
             where = f"{path.name}:{line_no}"
             try:
                 rec = json.loads(line)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
+                why = getattr(exc, "msg", "nested deeper than Python's recursion limit")
                 raise UsageError(
-                    f"line {line_no} is not JSON ({exc.msg})",
+                    f"line {line_no} is not JSON ({why})",
                     where=str(path),
                     fix="write one JSON object per line",
                 ) from None
