@@ -259,3 +259,40 @@ def test_a_4d_image_volume_says_which_channel_is_sliced(tmp_path):
         (s.attributes["channel"], s.attributes["channels"]) == ("0", "3") for s in four_d
     )
     assert not any("channel" in s.attributes for s in samples if "Case_00001" not in s.image)
+
+
+# -- EXIF orientation: pixels as displayed, images and masks alike ---------------------------------
+
+
+def test_exif_orientation_is_applied_to_images_and_masks_alike(tmp_path):
+    """A Kvasir-SEG JPEG stored 64x48 with EXIF orientation 6 is shown 48x64: the mask drawn
+    on it as shown (48x64, no EXIF) converts, and the sample's size, box and the pixels
+    every stage decodes are those of the displayed image. Before, the header's stored size
+    was believed and the mask was quarantined for its size."""
+    from ..fixtures.polyp_masks import write_mask
+    from ..fixtures.sources import kvasir_seg
+
+    base = kvasir_seg.write(tmp_path / "seg")
+    stem = next(iter(kvasir_seg.POLYPS))
+    stored = np.random.default_rng(0).integers(0, 255, (48, 64, 3), np.uint8)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees clockwise to display
+    Image.fromarray(stored).save(base / "images" / f"{stem}.jpg", exif=exif.tobytes())
+    write_mask(base / "masks" / f"{stem}.jpg", (48, 64), [(5, 10, 25, 40)])
+    boxes = json.loads((base / "kavsir_bboxes.json").read_text())
+    boxes[stem].update(width=48, height=64)
+    boxes[stem]["bbox"] = [{"label": "polyp", "xmin": 5, "ymin": 10, "xmax": 25, "ymax": 40}]
+    (base / "kavsir_bboxes.json").write_text(json.dumps(boxes))
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "kvasir-seg", base, "-o", out, "-q", "--verify", "decode")
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    assert not entries, entries
+    table = mb.open_samples(out)
+    (sample,) = [s for s in table.samples if stem in s.image]
+    assert (sample.width, sample.height) == (48, 64)
+    assert [r.bbox for r in sample.regions] == [(5, 10, 25, 40)]
+    from medvqa_build.media.image import load_mask, load_rgb
+
+    assert load_rgb(table.image_path(sample)).shape == (64, 48, 3)
+    assert load_mask(base / "masks" / f"{stem}.jpg").shape == (64, 48)

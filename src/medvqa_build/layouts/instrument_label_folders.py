@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ImageProblem, SourceError
 from ..geometry import mask_to_xyxy
-from ..media.image import check_image
+from ..media.image import MASK_READ, check_image
 from ..records import MaskRef, QuarantineEntry, Region, Sample
 from .base import LAYOUTS, FileCandidate, FileLayout, LayoutOptions, ScanContext
 from .discovery import Alternatives, Expect
@@ -157,7 +157,7 @@ def _read_mask(path: Path) -> np.ndarray:
     3-channel) as its largest colour channel, alpha ignored; the renderer reads it the same way
     (non-zero in any channel), so boxes and drawn masks agree."""
     data = np.fromfile(str(path), dtype=np.uint8)
-    mask = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+    mask = cv2.imdecode(data, MASK_READ) if data.size else None
     if mask is None:
         raise ImageProblem(f"cannot decode mask {path.name}")
     return mask if mask.ndim == 2 else mask[..., :3].max(axis=2)

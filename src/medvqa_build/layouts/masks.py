@@ -17,6 +17,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import ImageProblem
+from ..media.image import MASK_READ, displayed
 from ..records import MaskRef, Region
 
 
@@ -47,7 +48,7 @@ def load_binary_mask(path: str | Path) -> np.ndarray:
     file cannot be decoded.
     """
     data = np.fromfile(str(path), dtype=np.uint8)
-    mask = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+    mask = cv2.imdecode(data, MASK_READ) if data.size else None
     if mask is None:
         raise ImageProblem(f"cannot decode mask {Path(path).name}")
     if mask.ndim == 2:
@@ -72,7 +73,7 @@ def _palette_foreground(path: str | Path, data: np.ndarray) -> np.ndarray | None
         with Image.open(path) as im:
             if im.mode not in ("P", "PA"):
                 return None
-            indices = np.asarray(im)
+            indices = np.asarray(displayed(im))
             palette = im.getpalette() or []
     except (UnidentifiedImageError, OSError, ValueError):
         return None

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from PIL import Image, ImageFile, UnidentifiedImageError
+from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from ..errors import ImageProblem
 from ..store.limits import read_limits
@@ -42,6 +42,39 @@ def pixel_limit(width: int, height: int, max_pixels: int | None) -> None:
             f"image header claims {width}x{height} = {width * height:,} pixels, over the "
             f"max_pixels limit of {max_pixels:,}; {MAX_PIXELS_FIX}"
         )
+
+
+# EXIF orientation: pixels are taken AS DISPLAYED, for images and masks alike (the convention
+# of every viewer, and of a mask drawn on the image as a viewer shows it). OpenCV's decoders
+# apply the orientation of JPEG, PNG and WebP files unless told IMREAD_UNCHANGED, so masks are
+# read with MASK_READ, sizes from headers are swapped for orientations 5-8, and a Pillow read
+# goes through displayed(). TIFF orientation tags are not applied (OpenCV does not).
+MASK_READ = cv2.IMREAD_ANYDEPTH | cv2.IMREAD_ANYCOLOR  # depth and colour kept, orientation applied
+_ORIENTATION = 0x0112
+_ORIENTED_FORMATS = frozenset(("JPEG", "MPO", "PNG", "WEBP"))
+
+
+def _orientation(im: Image.Image) -> int:
+    """The EXIF orientation of an open image (1 when it has none), from the header alone: a
+    PNG's is read only from an eXIf chunk before its pixel data (Pillow would decode the
+    whole image to look further), a damaged EXIF block counts as none."""
+    if im.format not in _ORIENTED_FORMATS or (im.format == "PNG" and "exif" not in im.info):
+        return 1
+    try:
+        return int(im.getexif().get(_ORIENTATION, 1))
+    except Exception:  # noqa: BLE001  (Pillow raises many types for a damaged EXIF block)
+        return 1
+
+
+def _displayed_size(im: Image.Image) -> tuple[int, int]:
+    """``(width, height)`` of an open image as displayed (its EXIF orientation applied)."""
+    width, height = int(im.width), int(im.height)
+    return (height, width) if _orientation(im) in (5, 6, 7, 8) else (width, height)
+
+
+def displayed(im: Image.Image) -> Image.Image:
+    """``im`` as displayed: its EXIF orientation applied (the image itself when it has none)."""
+    return ImageOps.exif_transpose(im) if _orientation(im) != 1 else im
 
 
 # bytes a decode holds per pixel: the decoder's buffer and the RGB array handed on (OpenCV's
@@ -85,7 +118,7 @@ def read_image_size(
     ``max_pixels`` raises :class:`ImageProblem` naming its size and the key to raise."""
     try:
         with _pillow_unlimited(), Image.open(path) as im:
-            width, height = int(im.width), int(im.height)
+            width, height = _displayed_size(im)
     except FileNotFoundError:
         raise ImageProblem("file not found") from None
     except (UnidentifiedImageError, OSError, ValueError) as exc:
@@ -228,7 +261,7 @@ def _header_size(head: bytes, fd: int, size: int, max_pixels: int | None) -> tup
             open(fd, "rb", closefd=False) as fh,
             Image.open(fh) as im,
         ):
-            return int(im.width), int(im.height)
+            return _displayed_size(im)
     except Exception:  # noqa: BLE001  (any failure: the slow path names it)
         return None
 
@@ -353,9 +386,9 @@ def load_rgb(path: str | os.PathLike) -> np.ndarray:
 
 
 def load_mask(path: str | os.PathLike) -> np.ndarray:
-    """Decode a mask file to a 2-D array (first channel of a colour mask)."""
+    """Decode a mask file to a 2-D array (first channel of a colour mask), as displayed."""
     data = np.fromfile(str(path), dtype=np.uint8)
-    mask = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+    mask = cv2.imdecode(data, MASK_READ) if data.size else None
     if mask is None:
         raise ImageProblem(f"cannot decode mask {Path(path).name}")
     return mask if mask.ndim == 2 else mask[..., 0]

@@ -16,6 +16,7 @@ from PIL import Image
 
 from ..errors import ImageProblem, MedvqaError
 from ..media.dicom import is_dicom, load_dicom_rgb
+from ..media.image import displayed
 from ..registry import Registry
 
 T = TypeVar("T")
@@ -62,6 +63,7 @@ def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Imag
             if min_size and img.format == "JPEG":
                 img.draft("RGB", (int(min_size), int(min_size)))
             img.load()
+            img = displayed(img)  # EXIF orientation applied, as every other reader does
             if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
                 arr = np.asarray(img, dtype=np.float32)
                 lo, hi = float(arr.min()), float(arr.max())

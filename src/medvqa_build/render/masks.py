@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 
 from ..geometry import BoxXYXY, box_problem, mask_to_xyxy, rle_decode, rle_decode_box
+from ..media.image import MASK_READ
 from ..records import Region
 
 # Lossy masks (Kvasir-SEG ships its masks as JPEG) carry compression noise around 0 and 255,
@@ -16,7 +17,7 @@ _LOSSY_SUFFIXES = {".jpg", ".jpeg"}
 
 
 def _read_mask_file(path: Path, value: int | None) -> np.ndarray:
-    pixels = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    pixels = cv2.imread(str(path), MASK_READ)  # as displayed, as convert read it
     if pixels is None:
         raise ValueError(f"mask file {path} is missing or not an image")
     if pixels.ndim == 3:
