@@ -4,9 +4,9 @@ every plug-in a registry imports.
 
 The demo is built by a copy of the package (a subprocess, the copy first on its path); a
 throwaway exporter module is then added (and registered in ``export/__init__``), an unused
-exporter and an unused task generator are edited and a new layout module appears: the rerun
-reuses every stage and the exports are the same bytes. An edit of the hf exporter, which the
-demo runs, rebuilds exactly its export.
+exporter, task generator, renderer and embedder are edited and a new layout module appears:
+the rerun reuses every stage and the exports are the same bytes. An edit of the hf exporter,
+which the demo runs, rebuilds exactly its export.
 """
 
 import json
@@ -114,6 +114,8 @@ def test_an_unused_plugin_rebuilds_nothing_and_a_used_one_its_stage(tmp_path, re
         (package / "tasks" / "counting.py").read_text() + "\n_EDITED = 1\n"
     )
     (package / "layouts" / "throwaway_layout.py").write_text(NEW_LAYOUT)
+    for unused in ("render/point.py", "negatives/open_clip_embedder.py"):  # demo: offline, no point
+        (package / unused).write_text((package / unused).read_text() + "\n_EDITED = 1\n")
     again = _build(package, recipe, out)
     assert again["built"] == [] and again["stages"] == 8
     assert again["checksums"] == first["checksums"]
