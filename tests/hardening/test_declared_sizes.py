@@ -296,3 +296,22 @@ def test_exif_orientation_is_applied_to_images_and_masks_alike(tmp_path):
 
     assert load_rgb(table.image_path(sample)).shape == (64, 48, 3)
     assert load_mask(base / "masks" / f"{stem}.jpg").shape == (64, 48)
+
+
+# -- videos: frames declared against max_frames ----------------------------------------------------
+
+
+def test_a_video_declaring_more_frames_than_max_frames_is_quarantined(tmp_path):
+    """Cholec80 replica with max_frames lowered under one video's length: that video's
+    frames are quarantined naming the limit, the other video converts."""
+    from ..fixtures.sources import cholec80
+
+    root = cholec80.write(tmp_path / "c80")
+    lengths = sorted(n for n, _, _ in cholec80.VIDEOS.values())
+    env = {"MEDVQA_LIMITS": f"max_frames={lengths[0]}"}
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "cholec80", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    assert counts["converted"] > 0 and entries
+    assert all(f"over the max_frames limit of {lengths[0]:,}" in e["reason"] for e in entries)

@@ -13,7 +13,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..errors import ImageProblem
+from ..store.limits import read_limits
 from ..store.paths import not_a_file
+from .image import decode_limit
 
 
 class VideoProblem(Exception):
@@ -45,6 +48,16 @@ def video_info(path: str | os.PathLike) -> tuple[int, float, int, int]:
         capture.release()
     if n_frames <= 0 or width <= 0 or height <= 0:
         raise VideoProblem(f"video header reports {n_frames} frames of {width}x{height} pixels")
+    limit = read_limits().max_frames
+    if n_frames > limit:
+        raise VideoProblem(
+            f"video header declares {n_frames:,} frames, over the max_frames limit of "
+            f"{limit:,}; raise it (MEDVQA_LIMITS=max_frames=...) if the file is genuine"
+        )
+    try:
+        decode_limit(width, height)  # each frame is decoded whole
+    except ImageProblem as exc:
+        raise VideoProblem(f"video frames: {exc}") from None
     return n_frames, fps, width, height
 
 
