@@ -147,6 +147,7 @@ def test_validate_and_export_commands(builds, tmp_path, capsys):
     assert main(["validate", str(a)]) == 0
     assert "68 items checked, 0 problem(s)" in capsys.readouterr().out
     assert main(["export", str(a), "--format", "vlmeval", "-o", str(tmp_path)]) == 0
+    assert f"exported 68 items as vlmeval to {tmp_path}" in capsys.readouterr().out
     assert (tmp_path / "MedVQA_Demo.tsv").read_bytes() == (
         a / "vlmeval" / "MedVQA_Demo.tsv"
     ).read_bytes()

@@ -6,6 +6,7 @@ import json
 import pytest
 import yaml
 
+from medvqa_build.cli.build import export_counts
 from medvqa_build.export import export
 from medvqa_build.export.card import random_baselines
 
@@ -201,5 +202,6 @@ def test_medsg_and_spinebench(make_ctx, tmp_path, items):
     stats = export("spinebench", make_ctx(items), tmp_path / "sb")
     recs = json.loads((tmp_path / "sb/Bench_Test.json").read_text())
     assert stats["left_out"] == {"not multiple-choice": 1} and len(recs) == stats["written"] == 3
+    assert export_counts(stats) == "3 items, left out 1: not multiple-choice 1"  # the CLI's words
     assert recs[0]["answers"] == ["ulcer"] and recs[0]["options"] == ["polyp", "ulcer", "bleeding"]
     assert (tmp_path / "sb" / recs[0]["image"]).is_file()
