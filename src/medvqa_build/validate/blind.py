@@ -42,6 +42,7 @@ from .blind_llm import BlindLLM
 SKIPPED = "skipped: install medvqa-build[audit] (scikit-learn) for the blind audit"
 POSITIONS = 6  # option positions one-hot encoded (later ones share the last column)
 SMOOTHING = 4.0  # pseudo-items at chance in an option text's answer share
+SHARES = 6  # the answer-share columns (last in the matrix; their weights kept >= 0)
 _WORD = re.compile(r"[0-9a-z]+")
 
 
@@ -185,7 +186,7 @@ class BlindAudit:
             def features(k: int, base=base, shares=shares) -> np.ndarray:
                 return np.column_stack([base, *answer_share_columns(*shares, k, SMOOTHING)])
 
-            scores[rows] = out_of_fold_scores(features, y, fold, self.spec.folds)
+            scores[rows] = out_of_fold_scores(features, y, fold, self.spec.folds, SHARES)
         grid = np.full((len(n), int(n.max())), -np.inf)  # one row per item, its options
         grid[item_of_row, np.arange(len(item_of_row)) - starts[item_of_row]] = scores
         picked = np.argmax(grid, axis=1)

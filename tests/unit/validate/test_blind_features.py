@@ -221,3 +221,26 @@ def test_answer_frequency_per_source_each_source_answers_its_own_label():
         lambda rng, k: _all_labels(rng, LABELS[k // 4 % 4], f"src{k // 4 % 4}"),
         lambda rng, k: _all_labels(rng, None, f"src{k // 4 % 4}"),
     )
+
+
+def test_an_exactly_balanced_task_is_not_flagged_by_counting_without_replacement(monkeypatch):
+    """21 labels, each the answer of exactly 2 items and shown about as often as the others:
+    no prior to learn. Leaving an item's own fold out of the answer counts makes its answer
+    look rarer than its distractors; a judge free to weigh the share negatively learns that
+    artifact (it once flagged the replica's surgical steps at 44 % against 25 %). The
+    shares' weights are kept >= 0, and the task stays near chance."""
+    import medvqa_build.validate.blind as blind
+
+    names = [f"step {chr(97 + j)}{chr(97 + j)}" for j in range(21)]  # one length
+
+    def make(rng: np.random.Generator, k: int) -> Options:
+        truth = names[k % 21]
+        others = [n for n in names if n != truth]
+        return [truth, *rng.choice(others, 3, replace=False).tolist()], 0, "s"
+
+    items = _items("balanced", make)[:42]  # 2 answers per label
+    (kept,) = run_audit(items, BlindSpec(), 0)["tasks"]
+    assert not kept["flagged"] and kept["accuracy"] < 0.25 + 0.1, kept
+    monkeypatch.setattr(blind, "SHARES", 0)  # the shares' weights free: the artifact shows
+    (free,) = run_audit(items, BlindSpec(), 0)["tasks"]
+    assert free["accuracy"] > kept["accuracy"] + 0.1, (free, kept)
