@@ -122,6 +122,10 @@ def test_hf_export_loads_with_images(builds, tmp_path):
     )
     card = (a / "hf" / "README.md").read_text()
     assert "configs:" in card and "@misc{medvqa_build_synthetic_endo" in card and "CC0-1.0" in card
+    # a gallery of examples per task, the images beside the card
+    for task in ("lesion_type_identification", "macro_phases_identification"):
+        assert f"(assets/gallery_{task}.png)" in card
+        assert (a / "hf" / "assets" / f"gallery_{task}.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_vlmeval_tsv_columns_and_images(builds):

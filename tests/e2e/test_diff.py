@@ -120,6 +120,9 @@ def test_outputs_card_and_fail_on(releases, capsys, tmp_path):
     assert json.loads((tmp_path / "diff.json").read_text())["old"]["label"] == "v0.1"
     card = (new / "hf" / "README.md").read_text()
     assert card.count("## Changes since v0.1") == 1
+    # the export stage's own card is untouched: a rerun that re-exports restores it
+    stage_cards = list((new / "stages" / "export").glob("hf-*/README.md"))
+    assert stage_cards and all("Changes since" not in p.read_text() for p in stage_cards)
     line = next(x for x in (new / "checksums.sha256").read_text().splitlines() if "hf/README" in x)
     assert line.split()[0] == hashlib.sha256(card.encode()).hexdigest()
     code, _, _ = _diff(capsys, releases / "old", new, "--fail-on", "recipe>3")
