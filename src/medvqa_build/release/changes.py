@@ -34,6 +34,12 @@ def _counts_table(items: dict) -> list[str]:
     if items["changed_fields"]:
         fields = ", ".join(f"{k} {v}" for k, v in items["changed_fields"].items())
         lines += [f"Changed fields (an item may change several): {fields}.", ""]
+    if items.get("images_not_compared"):
+        lines += [
+            f"The images of {items['images_not_compared']} item(s) were not compared: one side "
+            "was published without their pixels (annotations only).",
+            "",
+        ]
     if items["same_content_new_id"]:
         lines += [
             f"{items['same_content_new_id']} of the removed items come back under a new id with "
@@ -147,7 +153,9 @@ def changes_markdown(diff: dict, *, details: int = DETAILS) -> str:
     lines += ["## Per task", ""] + _per_table("task", diff["per_task"])
     lines += ["## Per source", ""] + _per_table("source", diff["per_source"])
     lines += _key_changes("Recipe", diff["recipe"], "One side carries no recipe.")
-    lines += _key_changes("Versions", diff["versions"], "")
+    lines += _key_changes(
+        "Versions", diff["versions"], "One side records no versions (a build without its hf card)."
+    )
     if diff["stages"] is not None:
         lines += [
             "## Stages",

@@ -11,14 +11,14 @@ from collections.abc import Callable, Iterable
 
 from ..errors import UsageError
 from ..vocab import answer_letters
-from .snapshot import ItemDigest, Release
+from .snapshot import WITHHELD, ItemDigest, Release
 
 # the fields of an item whose change a diff reports, as its JSON names them
 FIELDS: dict[str, Callable[[ItemDigest], object]] = {
     "question": lambda d: d.question,
     "options": lambda d: d.options,
     "answer": lambda d: d.answer,
-    "images": lambda d: d.images,
+    "images": lambda d: d.images,  # not compared where one side withheld them
     "split": lambda d: d.split,
 }
 TOP_ANSWERS = 10  # answer contents listed per task, largest shifts first
@@ -38,10 +38,13 @@ def diff_releases(old: Release, new: Release, *, old_label: str = "", new_label:
     removed = sorted(old.items.keys() - new.items.keys())
     added = sorted(new.items.keys() - old.items.keys())
     changed: dict[str, list[str]] = {}
-    unchanged = 0
+    unchanged = withheld = 0
     for item_id in sorted(old.items.keys() & new.items.keys()):
         a, b = old.items[item_id], new.items[item_id]
         fields = [name for name, get in FIELDS.items() if get(a) != get(b)]
+        if WITHHELD in (a.images, b.images) and "images" in fields:
+            fields.remove("images")
+            withheld += 1
         if fields:
             changed[item_id] = fields
         else:
@@ -60,6 +63,7 @@ def diff_releases(old: Release, new: Release, *, old_label: str = "", new_label:
                 sorted(Counter(f for fs in changed.values() for f in fs).items())
             ),
             "same_content_new_id": _same_content(old, new, removed, added),
+            "images_not_compared": withheld,
         },
         "per_task": _per(lambda d: d.task, old, new, added, removed, changed),
         "per_source": _per(lambda d: d.source, old, new, added, removed, changed),
@@ -68,7 +72,9 @@ def diff_releases(old: Release, new: Release, *, old_label: str = "", new_label:
         "changed": [_entry(i, new.items[i], fields=f) for i, f in changed.items()],
         "distributions": _distributions(old, new),
         "recipe": recipe_changes(old.recipe, new.recipe),
-        "versions": _dict_changes(old.versions, new.versions),
+        "versions": (
+            _dict_changes(old.versions, new.versions) if old.versions and new.versions else None
+        ),
         "stages": _stage_changes(old.stages, new.stages),
     }
     return result

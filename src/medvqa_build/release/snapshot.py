@@ -36,6 +36,7 @@ _COLUMNS = (
     "gt",
     "sample_ids",
 )
+WITHHELD = "withheld"  # the image digest of an item published without its pixels
 _VERSIONS = re.compile(r"^- Versions: (.+)$", re.M)
 _RECIPE = re.compile(r"^## How it was built\n.*?^```yaml\n(.*?)^```", re.M | re.S)
 _BLIND_HEADING = "Text-only (blind) audit"
@@ -196,8 +197,12 @@ def _read_hf(path: Path) -> Release:
             for row in batch.to_pylist():
                 if row["item_id"] in items:
                     continue
-                blobs = [img["bytes"] or b"" for img in row["images"] or ()]
-                items[row["item_id"]] = _digest(row, _hash_images(blobs))
+                images = row["images"] or ()
+                if any(img["bytes"] is None for img in images):
+                    digest = WITHHELD  # an annotations-only upload: no bytes to compare
+                else:
+                    digest = _hash_images([img["bytes"] for img in images])
+                items[row["item_id"]] = _digest(row, digest)
     card = (path / "README.md").read_text(encoding="utf-8")
     found = _RECIPE.search(card)
     blind = blind_of_card(card)

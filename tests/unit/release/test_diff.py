@@ -195,3 +195,19 @@ def test_the_audit_reads_the_same_from_a_report_and_from_a_card():
     escaped = card.replace("Lesion <Type> & Grade", "Lesion \\| &lt;Type&gt; &amp; Grade")
     assert "Lesion | <Type> & Grade" in blind_of_card(escaped)
     assert _blind_of_report({**report, "status": "skipped"}) is None
+
+
+def test_withheld_images_and_missing_versions_are_not_changes():
+    from medvqa_build.release.snapshot import WITHHELD
+
+    old = _release({"x": _digest(), "y": _digest()}, versions={"medvqa_build": "0.1.0"})
+    new = _release(
+        {"x": _digest(images=WITHHELD), "y": _digest(images=WITHHELD, question="New?")},
+        versions={"medvqa_build": "0.2.0"},
+    )
+    d = diff_releases(old, new)
+    assert d["items"]["unchanged"] == 1 and d["items"]["images_not_compared"] == 2
+    assert d["changed"] == [{"item_id": "y", "task": "T", "source": "s1", "fields": ["question"]}]
+    assert d["versions"] == [{"key": "medvqa_build", "old": "0.1.0", "new": "0.2.0"}]
+    assert "annotations only" in changes_markdown(d)
+    assert diff_releases(old, _release({"x": _digest()}))["versions"] is None
