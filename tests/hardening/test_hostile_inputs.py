@@ -8,10 +8,8 @@ run the CLI as a subprocess, as a user would.
 from __future__ import annotations
 
 import json
-import os
 import struct
 import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -25,23 +23,15 @@ from pydicom.uid import JPEG2000Lossless
 from ..conftest import REPO
 from ..fixtures.dicom_files import ramp, write_dicom
 from ..fixtures.sources import msd, vindr_spinexr
+from .bounded_cli import bounded_cli
 
 DEMO = REPO / "recipes" / "demo.yaml"
 
 
-def cli(
-    *args: str, env: dict | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess:
-    """``medvqa-build ARGS`` in a fresh interpreter (this checkout's package, offline)."""
-    environ = {**os.environ, "PYTHONPATH": str(REPO / "src"), "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "medvqa_build", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=environ,
-        check=False,
-    )
+def cli(*args: str, env: dict | None = None):
+    """``medvqa-build ARGS`` in a fresh interpreter (this checkout's package, offline), under
+    the hostile corpus's memory and time ceilings (:mod:`.bounded_cli`)."""
+    return bounded_cli(*args, env=env)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> str:

@@ -12,10 +12,7 @@ identifying DICOM header value appears in any output file or log line.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -33,29 +30,21 @@ from medvqa_build.media.volume import load_slice_rgb, load_volume, slice_2d
 
 from ..fixtures.sources import rsna_lumbar, vindr_spinexr
 from . import third_party as T
+from .bounded_cli import bounded_cli
 
 SRC = Path(medvqa_build.__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
-def _convert(source: str, root: Path, out: Path) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
-        "HF_HUB_OFFLINE": "1",
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "medvqa_build", "-v", "convert", source, str(root)]
-        + ["-o", str(out / "samples.parquet"), "--verify", "decode", "-q"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+def _convert(source: str, root: Path, out: Path):
+    """``-v convert --verify decode`` as a subprocess, under the hostile corpus's memory and
+    time ceilings (:mod:`.bounded_cli`)."""
+    return bounded_cli(
+        "-v", "convert", source, root, "-o", out / "samples.parquet", "--verify", "decode", "-q"
     )
 
 
-def _finished(proc: subprocess.CompletedProcess, out: Path):
+def _finished(proc, out: Path):
     """Exit 0 without a traceback; counts that add up; a reason for every quarantine entry.
     Returns (samples, quarantine entries)."""
     log = proc.stdout + proc.stderr
