@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 import skimage.io
 
-import medvqa_build
 from medvqa_build.media.dicom import decode_pixels, load_dicom_rgb
 from medvqa_build.media.image import load_rgb
 from medvqa_build.media.load import load_ref_rgb
@@ -32,7 +31,6 @@ from ..fixtures.sources import rsna_lumbar, vindr_spinexr
 from . import third_party as T
 from .bounded_cli import bounded_cli
 
-SRC = Path(medvqa_build.__file__).resolve().parents[1]
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 
