@@ -37,3 +37,22 @@ def test_sharding_with_quarantine_and_duplicates(synthetic_root):
     two = scan_source("synthetic-endo", synthetic_root, progress=False, workers=2)
     assert two.counts() == one.counts() == {"found": 33, "converted": 32, "quarantined": 1}
     assert two.samples == one.samples and two.quarantined == one.quarantined
+
+
+def test_a_large_source_converts_on_every_core_by_default(synthetic_root, tmp_path, monkeypatch):
+    """No worker count given: every core once the root holds PARALLEL_FROM files (lowered
+    here), the same table to the byte; below it, one process."""
+    from medvqa_build.stages import convert
+
+    monkeypatch.setattr(convert, "cores", lambda: 2)
+    monkeypatch.setattr(convert, "PARALLEL_FROM", 10**6)
+    assert convert.default_workers(synthetic_root) == 1
+    monkeypatch.setattr(convert, "PARALLEL_FROM", 10)
+    assert convert.default_workers(synthetic_root) == 2
+    seen, real = [], convert.make_executor
+    monkeypatch.setattr(convert, "make_executor", lambda name, n: seen.append(n) or real(name, n))
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    auto = convert.convert_source("synthetic-endo", synthetic_root, a, progress=False)
+    one = convert.convert_source("synthetic-endo", synthetic_root, b, progress=False, workers=1)
+    assert seen == [2, 1] and auto["converted"] == one["converted"] == 32
+    assert a.read_bytes() == b.read_bytes()

@@ -336,9 +336,10 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="processes sharing the per-file work (same output as 1)",
+        help="processes sharing the per-file work (same output as 1); default every core "
+        "for a source of 2,000 files or more, else 1",
     )
     p.add_argument(
         "--max-pixels",
@@ -418,8 +419,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="parallel tasks for convert and render (same output as 1); default 1 locally, "
-        "every CPU of the cluster with --executor ray",
+        help="parallel tasks for convert and render (same output as 1); default 1 locally "
+        "(convert: every core for a source of 2,000 files or more), every CPU of the cluster "
+        "with --executor ray",
     )
     p.add_argument(
         "--executor",

@@ -159,6 +159,7 @@ def build(
             progress=progress,
             force_export=force_export,
             allow_missing=allow_missing,
+            default_workers=executor == "local" and workers is None,
             curate_spec=parse_curate_spec(recipe.curate) if recipe.curate else None,
         )
         try:

@@ -51,6 +51,9 @@ class BuildContext:
     progress: bool = True
     force_export: bool = False
     allow_missing: bool = False
+    # the local executor with no worker count given: convert picks its own (every core for a
+    # large source, stages/convert.py default_workers)
+    default_workers: bool = False
     # sources: materialize
     roots: dict[str, Path] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # one line per missing source

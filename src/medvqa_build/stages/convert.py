@@ -55,6 +55,7 @@ from ..store.tables import SampleTable
 from .base import BuildContext, Stage, StageResult
 
 BATCH_ROWS = 1024  # rows per Parquet batch: the most samples a convert task holds
+PARALLEL_FROM = 2000  # files under a root from which convert uses every core by default
 MERGE_ROWS = 4096  # rows per batch of the merged table
 _KEYS = [("_part", pa.int32()), ("_index", pa.int64())]
 SHARD_SCHEMA = pa.schema(list(SAMPLE_SCHEMA) + [pa.field(n, t) for n, t in _KEYS])
@@ -349,7 +350,7 @@ def convert_source(
     out: str | os.PathLike,
     verify: str = "header",
     progress: bool = True,
-    workers: int = 1,
+    workers: int | None = None,
     executor=None,
     shards: int | None = None,
     max_pixels: int | None = DEFAULT_MAX_PIXELS,
@@ -358,8 +359,10 @@ def convert_source(
     (``medvqa-build convert``).
 
     ``shards`` (default: the executor's workers) tasks run on ``executor`` (default: a local
-    pool of ``workers`` processes); returns ``{source, found, converted, quarantined}``. An
-    image whose header claims more than ``max_pixels`` is quarantined without being decoded.
+    pool of ``workers`` processes, by default every core for a root of
+    :data:`PARALLEL_FROM` files or more, see :func:`default_workers`); returns ``{source,
+    found, converted, quarantined}``. An image whose header claims more than ``max_pixels``
+    is quarantined without being decoded.
     """
     use_returning_memory_pool()
     source = get_source(source_id)
@@ -367,7 +370,8 @@ def convert_source(
     root = resolution.root
     out = Path(out)
     own = executor is None
-    executor = make_executor("local", workers) if own else executor
+    if own:
+        executor = make_executor("local", workers if workers else default_workers(root))
     n = max(1, shards or executor.workers)
     shard_dir = out.with_name(f".{out.name}.shards")
     shutil.rmtree(shard_dir, ignore_errors=True)
@@ -391,6 +395,27 @@ def convert_source(
         if own:
             executor.close()
         shutil.rmtree(shard_dir, ignore_errors=True)
+
+
+def default_workers(root: Path) -> int:
+    """Every core this process may use when ``root`` holds :data:`PARALLEL_FROM` files or
+    more, else 1 (a small source converts faster than a process pool starts). The shards'
+    output is merged in scan order, so the table is the same bytes either way."""
+    if cores() <= 1:
+        return 1
+    n = 0
+    for _, _, files in os.walk(root):
+        n += len(files)
+        if n >= PARALLEL_FROM:
+            return cores()
+    return 1
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def scan_source(
@@ -496,7 +521,8 @@ class Convert(Stage):
             out / "samples.parquet",
             verify=spec.verify,
             progress=ctx.progress,
-            executor=ctx.executor,
+            # no --workers given: a pool of every core for a large source (default_workers)
+            executor=None if ctx.default_workers else ctx.executor,
             max_pixels=ctx.recipe.max_pixels,
         )
 
