@@ -315,3 +315,32 @@ def test_a_video_declaring_more_frames_than_max_frames_is_quarantined(tmp_path):
     counts, entries = converted(out)
     assert counts["converted"] > 0 and entries
     assert all(f"over the max_frames limit of {lengths[0]:,}" in e["reason"] for e in entries)
+
+
+# -- DICOM: frames and decoded bytes a header declares ---------------------------------------------
+
+
+def test_a_dicom_declaring_more_than_the_budget_is_quarantined_before_decoding(tmp_path):
+    """VinDr-SpineXR replica with one DICOM whose header claims 3,000,000 frames (pixel data
+    for one): refused by max_frames from the header; with a decode budget lowered under the
+    replica's images, each is refused naming the bytes it would need."""
+    import pydicom
+
+    from ..fixtures.sources import vindr_spinexr
+
+    root = vindr_spinexr.write(tmp_path / "vindr")
+    first = sorted((root / "train_images").glob("*.dicom"))[0]
+    ds = pydicom.dcmread(first)
+    ds.NumberOfFrames = 3_000_000
+    ds.save_as(first)
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "vindr-spinexr", root, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    (entry,) = [e for e in entries if e["file"].endswith(first.name)]
+    assert "declares 3,000,000 frames, over the max_frames limit" in entry["reason"]
+    assert counts["converted"] > 0
+    env = {"MEDVQA_LIMITS": "max_decode_bytes=1000,max_frames=1e7"}
+    proc = bounded_cli("convert", "vindr-spinexr", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 2  # nothing converts: exit 2 with the commonest reason
+    assert "over the max_decode_bytes limit of 1,000 per worker" in proc.error_lines()[0]

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageProblem
+from ..store.limits import read_limits
 from ..store.paths import not_a_file
 from .dicom_codecs import decode_failure, missing_decoder, redact, syntax_text
 
@@ -167,6 +168,7 @@ def check_pixel_data(path: str | os.PathLike) -> None:
     ds = _dcmread(path, defer_size=256)
     if "PixelData" not in ds:
         raise DicomProblem("DICOM file has no pixel data (no PixelData element)")
+    check_declared_frames(ds)
     syntax = _decodable_syntax(ds)
     if syntax.is_compressed:
         return
@@ -195,6 +197,28 @@ def check_pixel_data(path: str | os.PathLike) -> None:
         raise DicomProblem(
             f"truncated DICOM file: {present} bytes of pixel data, the header "
             f"describes {expected}; re-download it"
+        )
+
+
+def check_declared_frames(ds) -> None:
+    """Raise :class:`DicomProblem` when the header declares more frames than ``max_frames``,
+    or more bytes than the per-worker ``max_decode_bytes`` once decoded (pydicom decodes
+    every frame of a file at once): checked on the header, before any pixel is read."""
+    limits = read_limits()
+    frames = _int(ds, "NumberOfFrames", 1)
+    if frames > limits.max_frames:
+        raise DicomProblem(
+            f"DICOM header declares {frames:,} frames, over the max_frames limit of "
+            f"{limits.max_frames:,}; raise it (MEDVQA_LIMITS=max_frames=...) if genuine"
+        )
+    rows, columns = _int(ds, "Rows", 0), _int(ds, "Columns", 0)
+    samples, bits = _int(ds, "SamplesPerPixel", 1), _int(ds, "BitsAllocated", 8)
+    need = rows * columns * samples * frames * max(1, (bits + 7) // 8)
+    if need > limits.max_decode_bytes:
+        raise DicomProblem(
+            f"decoding {frames:,} frame(s) of {columns}x{rows}x{samples} at {bits} bits needs "
+            f"{need:,} bytes, over the max_decode_bytes limit of {limits.max_decode_bytes:,} per "
+            "worker; raise it (MEDVQA_LIMITS=max_decode_bytes=...) if genuine"
         )
 
 
