@@ -78,6 +78,33 @@ class NegativesSpec(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class BalanceSpec(_Strict):
+    """Answer balance (``balance:``, docs/validity.md): how evenly a task's answer classes (the
+    truth each item asks for) are spread. The items are drawn round-robin over the classes; the
+    policy caps the most common one. ``balance: false`` turns it off."""
+
+    max_share: float | None = Field(None, gt=0.0, le=1.0)  # of the task's items, per class
+    # the most common class at most this many times an even share (1 / answer classes)
+    max_ratio: float | None = Field(1.5, ge=1.0)
+    min_entropy: float | None = Field(0.95, ge=0.0, le=1.0)  # normalised (1.0 = even)
+    # what wins where the pool cannot fill the quota within the policy
+    prefer: Literal["balance", "quota"] = "balance"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _switch(cls, value: Any) -> Any:
+        """``true`` is the default policy, ``false`` no policy."""
+        if value is True:
+            return {}
+        if value is False:
+            return {"max_share": None, "max_ratio": None, "min_entropy": None}
+        return value
+
+    @property
+    def active(self) -> bool:
+        return any(v is not None for v in (self.max_share, self.max_ratio, self.min_entropy))
+
+
 class TaskSpec(_Strict):
     """One entry of the task list: a generator, its taxonomy, quota and option rules."""
 
@@ -97,8 +124,18 @@ class TaskSpec(_Strict):
     # test item of the build (EndoVQA-Instruct / MedSG-188K's role)
     split: Literal["test", "train"] = "test"
     params: dict[str, Any] = Field(default_factory=dict)
+    # this task's changes to the recipe's ``balance`` (the keys given replace the recipe's)
+    balance: BalanceSpec | None = None
 
     _name = field_validator("name")(file_name)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_balance(self, handler) -> dict:
+        """A task without ``balance`` dumps as before the key existed."""
+        data = handler(self)
+        if data.get("balance") is None:
+            data.pop("balance", None)
+        return data
 
     @field_validator("where")
     @classmethod
@@ -194,6 +231,8 @@ class Recipe(_Strict):
     export: ExportSpec = Field(default_factory=ExportSpec)
     # the text-only solvability audit; absent = not run (the build's files are as without it)
     blind: BlindSpec | None = None
+    # answer balance of every task (docs/validity.md); a task's ``balance`` changes it
+    balance: BalanceSpec = Field(default_factory=BalanceSpec)
 
     @field_validator("blind", mode="before")
     @classmethod
@@ -292,6 +331,13 @@ class Recipe(_Strict):
     def quota(self, spec: TaskSpec) -> int:
         """A task's quota after ``quota_scale`` (at least 1)."""
         return max(1, round(spec.quota * self.quota_scale))
+
+    def balance_for(self, spec: TaskSpec) -> BalanceSpec:
+        """The recipe's ``balance`` with the keys the task gives replaced."""
+        if spec.balance is None:
+            return self.balance
+        given = spec.balance.model_dump(include=spec.balance.model_fields_set)
+        return self.balance.model_copy(update=given)
 
     def fingerprint(self, *parts: Any) -> str:
         return fingerprint(self.model_dump(mode="json"), *parts)

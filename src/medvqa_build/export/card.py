@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 import yaml
 
 from .._version import __version__
+from ..curate.answer_spread import AnswerTally, spread_table
 from ..eval.baselines import option_chance
 from ..licences import combined_redistribution, size_category
 from ..manifest import SourceManifest
@@ -57,6 +58,7 @@ class CardStats:
         self.n_options: dict[str, array] = {}
         self.multi_select: set[str] = set()
         self.with_options = 0  # items answered by picking options (the multiple-choice tag)
+        self.answers = AnswerTally()  # per task, how often each answer text is the right one
         for item in items:
             self.add(item)
 
@@ -70,6 +72,7 @@ class CardStats:
         self.split[split] += 1
         self.prompt_level[item.prompt_level] += 1
         self.task[item.task] += 1
+        self.answers.add(item)
         letters = answer_letters(item.answer)
         if not is_grounding(item):
             for letter in letters:
@@ -311,7 +314,7 @@ def _configs(configs: list[dict], config_items: dict[str, int] | None, total: in
 
 def _contents(stats: CardStats) -> list[str]:
     """Items by task and split, scene, source, split and prompt level; answer letters; the
-    random baselines."""
+    random baselines; the answer spread."""
     lines = ["## Contents", ""]
     lines += _cross_table(stats.task_split, "task \\ split")
     lines += _table("scene", stats.scene)
@@ -332,7 +335,7 @@ def _contents(stats: CardStats) -> list[str]:
     ]
     for task, value in stats.random_baselines().items():
         lines.append(f"| {md_cell(task)} | {'-' if value is None else f'{100 * value:.2f}%'} |")
-    return lines + [""]
+    return lines + [""] + spread_table(stats.answers.spread(), md_cell)
 
 
 def _citation(sid: str, m: SourceManifest) -> list[str]:

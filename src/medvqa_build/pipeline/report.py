@@ -1,5 +1,5 @@
 """The build report (report.json + report.md): counts that add up, what was left out and why,
-letters per task, and the difficulty of the distractors."""
+letters and answers per task, and the difficulty of the distractors."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..curate.answer_spread import AnswerTally, balance_lines, spread_table
 from ..eval.baselines import ENDOBENCH_RANDOM, ChanceTally, baseline_rows, format_baseline_table
 from ..negatives import difficulty_report, format_difficulty
 from ..negatives.embedder import l2_normalise
@@ -104,12 +105,13 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
     letters, the random-guess baseline, the distractors' difficulty and the exports."""
     recipe = summary.recipe
     # one pass over the items, keeping counts only
-    n_items, per_task, letters = 0, Counter(), LetterTally()
+    n_items, per_task, letters, answers = 0, Counter(), LetterTally(), AnswerTally()
     test = ChanceTally()  # the random baseline is that of the test split (or of all items)
     for item in summary.items:
         n_items += 1
         per_task[item.task] += 1
         letters.add(item)
+        answers.add(item)
         if item.split in (None, "test"):
             test.add(item)
     # expected accuracy of random guessing per task (percent), beside EndoBench's published
@@ -145,6 +147,8 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         "shortfall": generate.get("shortfall", {}),
         "validation": summary.stats("validate"),
         "answer_letters": letters.histogram(),
+        "answer_spread": answers.spread(),
+        "balance": generate.get("balance", {}),
         "stages": [
             {
                 "stage": s.name,
@@ -242,6 +246,8 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
                 f"The {blind['confident']} items answered confidently are listed in validation.md.",
                 "",
             ]
+    lines += balance_lines(report.get("balance", {}))
+    lines += spread_table(report["answer_spread"])
     if report["random_baseline"]:
         table = format_baseline_table(report["random_baseline"])
         lines += ["## Random-guess baseline", "", table, ""]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from ..curate.balance import BalanceGate, policy_for
 from ..curate.blind_drop import drop_blind_solvable
 from ..curate.splits import SplitPlan
 from ..errors import ImageProblem, RecipeError
@@ -61,6 +62,7 @@ class GenerateResult:
     shortfall: dict[str, int] = field(default_factory=dict)  # task name -> quota not met
     # task name -> candidates dropped as repeating their images' answer (also in ``dropped``)
     repeats: dict[str, int] = field(default_factory=dict)
+    balance: dict[str, dict] = field(default_factory=dict)  # task name -> BalanceGate.summary
     count: int = 0  # items made (kept here or given to the sink)
 
 
@@ -378,20 +380,29 @@ def _order_of_plan(task: _Task, rng) -> np.ndarray:
 
 
 def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
-    """``(vocab, pool, candidates in round-robin order)`` of one task."""
+    """``(vocab, pool, order, fetch, available)`` of one task: ``order`` the candidates'
+    positions round-robin over truths, ``fetch(positions)`` yields ``(position, candidate)``,
+    ``available`` the candidates per truth (what answer balance spreads)."""
     spec, gen = task.spec, task.gen
-    if gen.per_sample:  # planned by the phase's shared pass
-        vocab = {s: gen.vocabulary(list(task.vocab_samples[s].values())) for s in task.sources}
-        if task.visual:
-            _fit(task.sampler, spec, task.fit_refs, task.fit_labels, embeddings, seed)
-        order = _order_of_plan(task, rng)
-        task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
-        pool, task.pool = task.pool if task.pool is not None else (), None
-        return vocab, pool, _planned_candidates(task, order, source)
-    if gen.groups_pool and not task.visual:  # planned group by group, the pool not held
-        vocab = _plan_grouped(task, source)
-        order = _order_of_plan(task, rng)
-        return vocab, (), _planned_candidates(task, order, source)
+    if gen.per_sample or (gen.groups_pool and not task.visual):
+        if gen.per_sample:  # planned by the phase's shared pass
+            vocab = {s: gen.vocabulary(list(task.vocab_samples[s].values())) for s in task.sources}
+            if task.visual:
+                _fit(task.sampler, spec, task.fit_refs, task.fit_labels, embeddings, seed)
+            task.fit_refs, task.fit_labels, task.vocab_samples = _FitRefs(), [], {}
+            pool, task.pool = task.pool if task.pool is not None else (), None
+        else:  # planned group by group, the pool not held
+            vocab, pool = _plan_grouped(task, source), ()
+        codes = np.frombuffer(task.truth_codes, f"i{task.truth_codes.itemsize}")
+        per_code = np.bincount(codes, minlength=len(task.truth_names)).tolist()
+        available = dict(zip(task.truth_names, per_code, strict=True))
+        return (
+            vocab,
+            pool,
+            _order_of_plan(task, rng),
+            lambda ks: zip(ks, _planned_candidates(task, ks, source), strict=True),
+            available,
+        )
     # any other task (a custom one pairing samples across the pool): the pool is held
     pool = tuple(s for batch in source.numbered_batches() for _, s in batch if task.in_pool(s))
     vocab = {src: gen.vocabulary([s for s in pool if s.source == src]) for src in task.sources}
@@ -404,7 +415,9 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
                 labels.append(truths[0] if truths else None)
         _fit(task.sampler, spec, refs, labels, embeddings, seed)
     cands = gen.candidates(pool)
-    return vocab, pool, (cands[k] for k in _round_robin([c.truth for c in cands], rng))
+    order = _round_robin([c.truth for c in cands], rng)
+    available = dict(Counter(c.truth for c in cands))
+    return vocab, pool, order, lambda ks: ((k, cands[k]) for k in ks), available
 
 
 def generate_items(
@@ -484,10 +497,11 @@ class _Run:
 
 
 def _generate_task(task: _Task, run: _Run) -> None:
-    """Make one task's items, in round-robin order, until its quota is met."""
-    spec, gen = task.spec, task.gen
+    """Make one task's items, in round-robin order, until its quota is met or its answer
+    balance (:class:`~medvqa_build.curate.balance.BalanceGate`) holds the rest back."""
+    spec = task.spec
     rng = rng_for(run.recipe.seed, "generate", spec.name)
-    vocab, pool, candidates = _candidates_in_order(
+    vocab, pool, order, fetch, available = _candidates_in_order(
         task, run.source, run.embeddings, run.recipe.seed, rng
     )
     ctx = GenContext(
@@ -503,63 +517,93 @@ def _generate_task(task: _Task, run: _Run) -> None:
         pool=pool,
         roots=dict(run.roots),
     )
-    made, quota = 0, run.recipe.quota(spec)
-    repeats = AnswerRepeats(gen)  # one image, one answer text per task (issue 32.3)
+    quota = run.recipe.quota(spec)
+    policy = policy_for(run.recipe, spec, task.gen.answer_is_truth)
+    gate = BalanceGate(available, quota, policy, spec.name)
+    repeats = AnswerRepeats(task.gen)  # one image, one answer text per task (issue 32.3)
     bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not run.progress, leave=False)
-    for cand in candidates:
-        if made >= quota:
-            break
-        if task.visual and cand.sample.sample_id not in run.embeddings:
-            if _past_the_cap(task, cand, run):
+    todo: Sequence[int] = order
+    stop = False
+    while not stop:  # a pass over the candidates; again over those held back if the plan grew
+        held, plan = array("q"), gate.allocation
+        for k, cand in fetch(todo):
+            if gate.full():
                 break
-            run.result.dropped.append(
-                {
-                    "task": spec.name,
-                    "sample_id": cand.sample.sample_id,
-                    "reason": "image could not be embedded for visual negatives",
-                }
-            )
-            continue
-        if (repeat := repeats.reason(cand)) is not None:
-            run.result.dropped.append(
-                {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": repeat}
-            )
-            run.result.repeats[spec.name] = run.result.repeats.get(spec.name, 0) + 1
-            continue
-        try:
-            item = gen.make_item(cand, ctx, made)
-            if spec.split != "test":
-                item = item.replace(split=spec.split)
-        except (NotEnoughOptions, ItemProblem) as exc:
-            run.result.dropped.append(
-                {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
-            )
-            continue
-        except (ImageProblem, VideoProblem, VolumeProblem) as exc:  # a file the task reads
-            run.result.quarantined.append(
-                {
-                    "task": spec.name,
-                    "sample_id": cand.sample.sample_id,
-                    "file": cand.sample.image,
-                    "source": cand.sample.source,
-                    "reason": " ".join(str(exc).split()),
-                }
-            )
-            continue
-        run.keep(item)
-        repeats.add(cand)
-        run.result.count += 1
-        if spec.split == "test":
-            by_id = {s.sample_id: s for s in cand.all_samples}
-            missing = [i for i in item.sample_ids if i not in by_id]
-            if missing:  # an item may show pool samples besides its candidate's
-                by_id.update(run.source.get(missing))
-            run.test_groups.update(by_id[i].group_id for i in item.sample_ids if i in by_id)
-        made += 1
-        bar.update()
+            if not gate.admit(cand.truth):
+                held.append(k)
+                continue
+            made = _make_one(task, run, ctx, cand, gate.total, repeats)
+            if made is None:  # the embedded candidates ran out
+                stop = True
+                break
+            if made:
+                gate.took(cand.truth)
+                bar.update()
+            else:
+                gate.failed(cand.truth)
+        if not held or gate.full() or gate.allocation == plan:
+            break
+        todo = held
     bar.close()
-    if made < quota:
-        run.result.shortfall[spec.name] = quota - made
+    run.result.balance[spec.name] = gate.summary()
+    if gate.total < quota:
+        run.result.shortfall[spec.name] = quota - gate.total
+
+
+def _make_one(
+    task: _Task, run: _Run, ctx: GenContext, cand: Candidate, index: int, repeats: AnswerRepeats
+) -> bool | None:
+    """Make and keep the item of one candidate; False (the candidate reported as dropped or
+    quarantined) when it cannot become one (a repeat of its images' answer too), None when
+    it is past the candidates embedded for the task (:func:`_past_the_cap`: the task stops)."""
+    spec = task.spec
+    if task.visual and cand.sample.sample_id not in run.embeddings:
+        if _past_the_cap(task, cand, run):
+            return None
+        run.result.dropped.append(
+            {
+                "task": spec.name,
+                "sample_id": cand.sample.sample_id,
+                "reason": "image could not be embedded for visual negatives",
+            }
+        )
+        return False
+    if (repeat := repeats.reason(cand)) is not None:
+        run.result.dropped.append(
+            {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": repeat}
+        )
+        run.result.repeats[spec.name] = run.result.repeats.get(spec.name, 0) + 1
+        return False
+    try:
+        item = task.gen.make_item(cand, ctx, index)
+        if spec.split != "test":
+            item = item.replace(split=spec.split)
+    except (NotEnoughOptions, ItemProblem) as exc:
+        run.result.dropped.append(
+            {"task": spec.name, "sample_id": cand.sample.sample_id, "reason": str(exc)}
+        )
+        return False
+    except (ImageProblem, VideoProblem, VolumeProblem) as exc:  # a file the task reads
+        run.result.quarantined.append(
+            {
+                "task": spec.name,
+                "sample_id": cand.sample.sample_id,
+                "file": cand.sample.image,
+                "source": cand.sample.source,
+                "reason": " ".join(str(exc).split()),
+            }
+        )
+        return False
+    run.keep(item)
+    repeats.add(cand)
+    run.result.count += 1
+    if spec.split == "test":
+        by_id = {s.sample_id: s for s in cand.all_samples}
+        missing = [i for i in item.sample_ids if i not in by_id]
+        if missing:  # an item may show pool samples besides its candidate's
+            by_id.update(run.source.get(missing))
+        run.test_groups.update(by_id[i].group_id for i in item.sample_ids if i in by_id)
+    return True
 
 
 def _past_the_cap(task: _Task, cand: Candidate, run: _Run) -> bool:
@@ -606,6 +650,7 @@ class Generate(Stage):
         return blind | {
             "convert": ctx.fingerprints("convert"),
             "tasks": [t.model_dump(mode="json") for t in recipe.tasks],
+            "balance": recipe.balance.model_dump(mode="json"),
             "seed": recipe.seed,
             "benchmark": recipe.benchmark,
             "embed": next(iter(ctx.fingerprints("embed")), None),
@@ -668,6 +713,7 @@ class Generate(Stage):
             "answer_repeats": dict(sorted(result.repeats.items())),
             "quarantined": len(result.quarantined),
             "shortfall": {**result.shortfall, **ctx.skipped},
+            "balance": result.balance,
         }
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:

@@ -141,6 +141,11 @@ class TaskGenerator(ABC):
     # Renderers the generator draws with itself at generate time (MedSG's reference box),
     # besides its task's prompt level: their code is part of the generate stage's address.
     draws_with: ClassVar[tuple[str, ...]] = ()
+    # True when the item's answer text is the candidate's truth: the recipe's answer balance
+    # (docs/validity.md) then spreads the truths. Tasks answered by a box or a colour set it
+    # False: their truth is the finding asked about, not the answer, and spreading it would
+    # only cost items (a task's own ``balance`` still applies).
+    answer_is_truth: ClassVar[bool] = True
 
     def __init__(self, params: dict | None = None, n_options: int | None = None):
         self.params = dict(params or {})

@@ -142,6 +142,7 @@ class MedSGTask(TaskGenerator):
     needs = "regions with masks (volume slices or 2-D images)"
     draws_with: ClassVar[tuple[str, ...]] = ("box",)  # the reference image's red box
     default_params: ClassVar[dict[str, Any]] = {}
+    answer_is_truth = False  # the answer is a box
 
     # what the task's candidates read (see tasks/requirements.py): the region tasks need boxed
     # regions (a mask is used when there is one), the whole-image ones (patch, diffs) any image

@@ -23,6 +23,7 @@ COLOR_NAMES = ("red", "blue", "yellow", "green")  # render.COLORS, in EndoBench'
 @TASKS.register("region_selection")
 class RegionSelection(ScansBoxes, TaskGenerator):
     per_sample = True  # candidates from one sample at a time: the pool is streamed
+    answer_is_truth = False  # the answer is a colour
     name = "region_selection"
     needs = "regions with a box"
     templates = (

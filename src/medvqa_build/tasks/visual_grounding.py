@@ -19,6 +19,7 @@ from .common import choice_item, distractor_boxes, region_candidates, templated
 @TASKS.register("visual_grounding")
 class VisualGrounding(ScansBoxes, TaskGenerator):
     per_sample = True  # candidates from one sample at a time: the pool is streamed
+    answer_is_truth = False  # the answer is a box
     name = "visual_grounding"
     needs = "regions with a box"
     n_options = 4
