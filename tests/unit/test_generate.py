@@ -79,8 +79,22 @@ def test_round_robin_order_and_draws_equal_the_list_version(seed):
     assert got.dtype == np.int64 and got.tolist() == _round_robin_lists(truths, b)
     assert a.bit_generator.state == b.bit_generator.state  # the same draws, in the same order
     # a plan's truth codes (first-seen order) rank by name alike
-    task = SimpleNamespace(truth_names={}, truth_codes=array("i"))
+    task = SimpleNamespace(truth_names={}, truth_codes=array("i"), source_codes=array("H"))
     for t in truths:
         task.truth_codes.append(task.truth_names.setdefault(t, len(task.truth_names)))
+        task.source_codes.append(0)  # one source: its order is the plain round robin
     c = np.random.default_rng(seed + 100)
     assert generate._order_of_plan(task, c).tolist() == got.tolist()
+
+
+def test_round_robin_gives_every_source_its_turn_within_a_truth():
+    """Answer balance may keep a few candidates per truth: they come from every source."""
+    truths = ["polyp"] * 9 + ["ulcer"] * 3
+    sources = ["big"] * 8 + ["small"] + ["big", "small", "small"]
+    order = generate._round_robin(truths, np.random.default_rng(0), sources).tolist()
+    polyps = [sources[k] for k in order if truths[k] == "polyp"]
+    assert "small" in polyps[:2] and sorted(polyps) == sorted(sources[:9])
+    ulcers = [sources[k] for k in order if truths[k] == "ulcer"]
+    assert ulcers[:2] in (["big", "small"], ["small", "big"])
+    again = generate._round_robin(truths, np.random.default_rng(0), sources).tolist()
+    assert again == order

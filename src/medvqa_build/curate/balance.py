@@ -85,9 +85,10 @@ def _allocation_counts(n: np.ndarray, total: int) -> tuple[np.ndarray, int]:
 
 
 def meets(policy: BalanceSpec, counts: np.ndarray) -> bool:
-    """Whether answer-class counts satisfy the policy (fewer than two classes always do)."""
+    """Whether answer-class counts satisfy the policy. Fewer than two classes always do, and so
+    does a spread as even as whole items allow (3 items over yes / no: 2 and 1)."""
     c = counts[counts > 0]
-    if len(c) < 2:
+    if len(c) < 2 or c.max() - c.min() <= 1:
         return True
     share = c.max() / c.sum()
     if policy.max_share is not None and share > policy.max_share + 1e-12:
@@ -144,8 +145,11 @@ def _into_next_round(policy: BalanceSpec, n: np.ndarray, level: int, room: int) 
     total, k = counts.sum(), len(counts)
     s = float((counts * np.log(counts)).sum())
     step = (level + 1) * math.log(level + 1) - level * math.log(level)
+    growing = min(room, int((n > level).sum()))
+    if counts.min() >= level:  # every class at the level: one more item each is still even
+        return growing
     best = 0
-    for r in range(1, min(room, int((n > level).sum())) + 1):
+    for r in range(1, growing + 1):
         total, s = total + 1, s + step
         share = (level + 1) / total
         if policy.max_share is not None and share > policy.max_share + 1e-12:

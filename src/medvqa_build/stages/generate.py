@@ -66,25 +66,46 @@ class GenerateResult:
     count: int = 0  # items made (kept here or given to the sink)
 
 
-def _round_robin(truths: Sequence[str], rng) -> np.ndarray:
+def _round_robin(truths: Sequence[str], rng, sources: Sequence[str] | None = None) -> np.ndarray:
     """Candidate positions, one truth label after another (labels sorted, each label's
-    candidates in seeded random order), so classes are balanced as far as the data allows."""
+    candidates in seeded random order, taken in turn from each of their ``sources``), so
+    classes are balanced as far as the data allows."""
     names = sorted(set(truths))
     rank = {name: r for r, name in enumerate(names)}
-    return _round_robin_codes(np.fromiter((rank[t] for t in truths), np.int64, len(truths)), rng)
+    codes = None
+    if sources is not None:
+        source_code = {name: k for k, name in enumerate(sorted(set(sources)))}
+        codes = np.fromiter((source_code[s] for s in sources), np.int64, len(sources))
+    ranks = np.fromiter((rank[t] for t in truths), np.int64, len(truths))
+    return _round_robin_codes(ranks, rng, codes)
 
 
-def _round_robin_codes(ranks: np.ndarray, rng) -> np.ndarray:
+def _by_source_turns(group: np.ndarray, sources: np.ndarray) -> np.ndarray:
+    """``group`` (candidate positions) reordered so that its sources take turns: the first
+    candidate of every source (in the order they first appear), then the second, ...; one
+    source leaves it as it is."""
+    src = sources[group]
+    by_src = np.argsort(src, kind="stable")
+    runs = np.flatnonzero(np.r_[True, src[by_src][1:] != src[by_src][:-1]])
+    turn = np.empty(len(group), np.int64)
+    turn[by_src] = np.arange(len(group)) - np.repeat(runs, np.diff(np.r_[runs, len(group)]))
+    return group[np.argsort(turn, kind="stable")]
+
+
+def _round_robin_codes(ranks: np.ndarray, rng, sources: np.ndarray | None = None) -> np.ndarray:
     """:func:`_round_robin` over each candidate's truth as its rank among the sorted truth
-    names: 8 bytes a candidate (the lists of Python ints it replaced took ~60)."""
+    names (and its source as a code): 8 bytes a candidate (the lists of Python ints it
+    replaced took ~60)."""
     by_rank = np.argsort(ranks, kind="stable")  # each truth's candidates, in position order
     counts = np.bincount(ranks) if len(ranks) else np.zeros(0, np.int64)
     depth = np.empty(len(ranks), np.int64)
     start = 0
     for n in counts.tolist():  # truths in sorted order, as the seeded draws always came
         if n:
-            group = by_rank[start : start + n]
-            by_rank[start : start + n] = group[rng.permutation(n)]
+            group = by_rank[start : start + n][rng.permutation(n)]
+            if sources is not None:  # every source of the task gets its turn (balance)
+                group = _by_source_turns(group, sources)
+            by_rank[start : start + n] = group
             depth[start : start + n] = np.arange(n)
             start += n
     # depth first, then truth: the first candidate of every truth, then the second, ...
@@ -160,6 +181,7 @@ class _Task:
     rows: array = field(default_factory=lambda: array("q"))
     ordinals: array = field(default_factory=lambda: array("i"))
     truth_codes: array = field(default_factory=lambda: array("i"))
+    source_codes: array = field(default_factory=lambda: array("H"))  # index in ``sources``
     truth_names: dict[str, int] = field(default_factory=dict)
     vocab_samples: dict[str, dict[str, Sample]] = field(default_factory=dict)
     fit_refs: _FitRefs = field(default_factory=_FitRefs)
@@ -203,6 +225,7 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
                     task.truth_codes.append(
                         task.truth_names.setdefault(c.truth, len(task.truth_names))
                     )
+                    task.source_codes.append(task.sources.index(c.sample.source))
                     # a per-sample task's vocabulary is the set of its candidates' truths (plus
                     # fixed extras), so one sample per truth gives the same vocabulary
                     task.vocab_samples[s.source].setdefault(c.truth, s)
@@ -244,6 +267,7 @@ def _plan_grouped(task: _Task, source) -> dict[str, list[str]]:
     task.members = [keyed.pop(key) for key in keys]
     pending: dict[int, list[Sample]] = {}
     codes: list[array] = [array("i") for _ in keys]
+    source_codes = array("H", bytes(2 * len(keys)))  # a group's key names one source
     truths: dict[str, set[str]] = defaultdict(set)
     for batch in source.numbered_batches():
         for _, s in batch:
@@ -258,11 +282,13 @@ def _plan_grouped(task: _Task, source) -> dict[str, list[str]]:
             for c in gen.candidates(group):
                 codes[g].append(task.truth_names.setdefault(c.truth, len(task.truth_names)))
                 truths[c.sample.source].add(c.truth)
+                source_codes[g] = task.sources.index(c.sample.source)
     for g, group_codes in enumerate(codes):
         for k, code in enumerate(group_codes):
             task.rows.append(g)
             task.ordinals.append(k)
             task.truth_codes.append(code)
+            task.source_codes.append(source_codes[g])
     return {src: sorted(truths.get(src, ())) for src in task.sources}
 
 
@@ -376,7 +402,8 @@ def _order_of_plan(task: _Task, rng) -> np.ndarray:
     rank_of_code = np.empty(len(names), np.int64)
     rank_of_code[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
     codes = np.frombuffer(task.truth_codes, f"i{task.truth_codes.itemsize}")  # C int: no copy
-    return _round_robin_codes(rank_of_code[codes], rng)
+    sources = np.frombuffer(task.source_codes, np.uint16).astype(np.int64)
+    return _round_robin_codes(rank_of_code[codes], rng, sources)
 
 
 def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
@@ -415,7 +442,7 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
                 labels.append(truths[0] if truths else None)
         _fit(task.sampler, spec, refs, labels, embeddings, seed)
     cands = gen.candidates(pool)
-    order = _round_robin([c.truth for c in cands], rng)
+    order = _round_robin([c.truth for c in cands], rng, [c.sample.source for c in cands])
     available = dict(Counter(c.truth for c in cands))
     return vocab, pool, order, lambda ks: ((k, cands[k]) for k in ks), available
 
@@ -475,6 +502,7 @@ def generate_items(
         for task in tasks:
             _generate_task(task, run)
             task.rows = task.ordinals = task.truth_codes = array("q")  # free the plan
+            task.source_codes = array("H")
     return result
 
 
