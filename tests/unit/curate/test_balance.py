@@ -249,5 +249,6 @@ def test_an_unreachable_cap_is_one_line_and_exit_2(tmp_path, repo, capsys):
     path.write_text(yaml.safe_dump(data))
     assert main(["run", str(path), "-o", str(tmp_path / "out"), "-q"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("error: task 'lesion-type': ")
-    assert "best achievable cap is 0.2 " in err and "Traceback" not in err
+    line = err.splitlines()[0]  # (a second line may say which finished stages are kept)
+    assert line.startswith("error: task 'lesion-type': ") and "Traceback" not in err
+    assert "best achievable cap is 0.2 " in line and "fix: set balance.max_share to 0.2" in line
