@@ -225,6 +225,7 @@ def test_polyp_count_is_the_number_of_polyp_regions():
                 n_options=6,
                 quota=8,
                 params={"labels": ["polyp"]},
+                balance=False,  # every image's count (balance would trim "More than 4", 3 of 8)
             )
         ],
         samples,
