@@ -75,7 +75,11 @@ def built(tmp_path_factory):
 
 def test_diagnosis_options_follow_spinebench(built):
     items = [i for i in built.items if i.task == "Disease Diagnosis"]
-    assert len(items) == 14 and not built.dropped  # the two-disease VinDr image is none
+    # 14 candidates (the two-disease VinDr image is none); answer balance keeps the diseases
+    # even and names the ones it left out (quota = made + withheld + pool short)
+    balance = built.balance["sdd"]
+    assert len(items) + balance["withheld"] == 14 and not built.dropped
+    assert balance["made"] + balance["withheld"] + balance["pool_short"] == 50
     for item in items:
         assert len(item.options) == 5 and "Healthy" in item.options
         assert item.options["ABCDE".index(item.answer)] == item.gt
