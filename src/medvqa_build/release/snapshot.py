@@ -187,7 +187,21 @@ def _read_hf(path: Path) -> Release:
     """Every config's shards are read; an item in several configs (the whole benchmark and
     its task family) is read once, and a shard whose ids were all seen is skipped."""
     items: dict[str, ItemDigest] = {}
-    for shard in sorted((path / "data").rglob("*.parquet")):
+    shards = sorted((path / "data").rglob("*.parquet"))
+    if not shards:
+        raise SourceError(
+            "an HF export folder without Parquet shards",
+            where=str(path / "data"),
+            fix="download the whole revision (data/<config>/*.parquet)",
+        )
+    for shard in shards:
+        missing = sorted({*_COLUMNS, "images"} - set(pq.read_schema(shard).names))
+        if missing:
+            raise SourceError(
+                f"not a medvqa_build export: no column(s) {', '.join(missing)}",
+                where=str(shard),
+                fix="diff releases written by medvqa-build export (or push)",
+            )
         ids = pq.read_table(shard, columns=["item_id"]).column("item_id").to_pylist()
         if all(i in items for i in ids):
             continue

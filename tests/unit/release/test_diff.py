@@ -211,3 +211,23 @@ def test_withheld_images_and_missing_versions_are_not_changes():
     assert d["versions"] == [{"key": "medvqa_build", "old": "0.1.0", "new": "0.2.0"}]
     assert "annotations only" in changes_markdown(d)
     assert diff_releases(old, _release({"x": _digest()}))["versions"] is None
+
+
+def test_a_folder_that_is_no_release_is_named_in_one_line(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from medvqa_build.errors import SourceError
+    from medvqa_build.release import read_release
+
+    with pytest.raises(SourceError, match="neither a build folder"):
+        read_release(tmp_path)
+    (tmp_path / "README.md").write_text("# someone else's dataset\n")
+    (tmp_path / "data" / "train").mkdir(parents=True)
+    with pytest.raises(SourceError, match="without Parquet shards"):
+        read_release(tmp_path)
+    shard = tmp_path / "data" / "train" / "train-00000-of-00001.parquet"
+    pq.write_table(pa.table({"text": ["a"], "label": [1]}), shard)
+    with pytest.raises(SourceError, match="not a medvqa_build export: no column") as exc:
+        read_release(tmp_path)
+    assert str(shard) in str(exc.value) and "\n" not in str(exc.value)
