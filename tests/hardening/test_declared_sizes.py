@@ -344,3 +344,20 @@ def test_a_dicom_declaring_more_than_the_budget_is_quarantined_before_decoding(t
     proc = bounded_cli("convert", "vindr-spinexr", root, "-o", out, "-q", env=env)
     assert proc.returncode == 2  # nothing converts: exit 2 with the commonest reason
     assert "over the max_decode_bytes limit of 1,000 per worker" in proc.error_lines()[0]
+
+
+def test_a_box_file_padded_with_nul_quarantines_its_image_only(tmp_path):
+    """A per-image YOLO file padded to 1 GiB of NUL bytes (sparse) is that image's problem:
+    quarantined naming the padding, the other images convert."""
+    from ..fixtures.sources import wcebleedgen
+
+    root = wcebleedgen.write(tmp_path / "wce")
+    box_file = sorted(root.rglob("YOLO_TXT/*.txt"))[0]
+    with box_file.open("r+b") as fh:
+        fh.truncate(1 << 30)
+    out = tmp_path / "s.parquet"
+    proc = bounded_cli("convert", "wcebleedgen", root, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, (entry,) = converted(out)
+    assert counts["converted"] > 0
+    assert f"box file {box_file.name} holds a NUL byte" in entry["reason"]

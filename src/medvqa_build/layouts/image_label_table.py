@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ImageProblem, SourceError
+from ..store.table_text import check_text_table
 from .base import MISSING_MARKERS, ScanContext, is_missing
 
 
@@ -77,6 +78,7 @@ def read_image_labels(ctx: ScanContext, opts: ImageLabelTableOptions) -> ImageLa
     ctx.note_table(path, ["image", opts.field])
     labels = ImageLabels(file=ctx.rel(path))
     markers = frozenset(opts.missing_values)
+    check_text_table(path, "image label table")
     lines = path.read_text(encoding="utf-8-sig", errors="replace").splitlines()
     for number, line in enumerate(lines, start=1):
         fields = line.split()  # tab-separated per the docs; any whitespace is accepted

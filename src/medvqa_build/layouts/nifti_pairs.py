@@ -205,6 +205,7 @@ class NiftiPairs(FileLayout):
         info: dict[str, str] = {}
         left_out: list[str] = []
         if path.is_file():
+            check_text_table(path, "info file")
             for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
                 key, sep, value = line.partition(":")
                 if not sep or not key.strip():

@@ -29,6 +29,7 @@ from ..geometry import box_problem, rle_encode
 from ..media.image import check_image
 from ..records import MaskRef, Region, Sample
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -197,6 +198,7 @@ class TxtBoxes(FileLayout):
         """What the image's box file says (an absent file: no boxes, or a per-file problem)."""
         label_file = self._label_file(folders.images, folders.labels, path)
         if label_file.is_file():
+            check_text_table(label_file, "box file")
             text = label_file.read_text(encoding="utf-8", errors="replace")
             return parse_box_lines(text, self.options)
         if self.options.missing_labels == "empty":

@@ -30,6 +30,7 @@ from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import Region, Sample
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files
+from ..store.table_text import check_text_table
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -161,6 +162,7 @@ class YoloBoxes(FileLayout):
                 return [], 0
             raise ImageProblem(f"box file {ctx.rel(txt)} is missing")
         regions, left_out = [], 0
+        check_text_table(txt, "box file")
         lines = txt.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines, 1):
             fields = line.split()
