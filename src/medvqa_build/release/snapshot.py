@@ -9,6 +9,7 @@ import hashlib
 import html
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +48,11 @@ _BLIND_ROW = re.compile(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ItemDigest:
-    """What a diff compares of one item; ``images``: sha256 of the published image bytes."""
+    """What a diff compares of one item; ``images``: sha256 of the published image bytes.
+    Slotted, its texts interned (questions come from a few templates, options are labels):
+    a release of 10^6 items is held as small objects sharing their strings."""
 
     benchmark: str
     task: str
@@ -94,18 +97,22 @@ class Release:
         return {d.benchmark for d in self.items.values()}
 
 
+def _text(value) -> str:
+    return sys.intern(value or "")
+
+
 def _digest(row: dict, image_hash: str) -> ItemDigest:
     return ItemDigest(
-        benchmark=row["benchmark"] or "",
-        task=row["task"] or "",
-        subtask=row["subtask"] or "",
-        source=row["source"] or "",
-        prompt_level=row["prompt_level"] or "image",
-        split=row["split"] or "test",
-        question=row["question"] or "",
-        options=tuple(row["options"] or ()),
-        answer=row["answer"] or "",
-        gt=row["gt"] or "",
+        benchmark=_text(row["benchmark"]),
+        task=_text(row["task"]),
+        subtask=_text(row["subtask"]),
+        source=_text(row["source"]),
+        prompt_level=_text(row["prompt_level"] or "image"),
+        split=_text(row["split"] or "test"),
+        question=_text(row["question"]),
+        options=tuple(_text(o) for o in row["options"] or ()),
+        answer=_text(row["answer"]),
+        gt=_text(row["gt"]),
         sample_ids=tuple(row["sample_ids"] or ()),
         images=image_hash,
     )
