@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 
-
 class FrequencyLedger:
     """Per task: how often each option text was the answer and how often a distractor.
 
