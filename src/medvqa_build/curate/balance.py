@@ -64,38 +64,34 @@ class Allocation:
     met: bool = True
 
 
-def _filled(n: np.ndarray, level: int) -> int:
-    return int(np.minimum(n, level).sum())
-
-
-def _allocation_counts(n: np.ndarray, total: int) -> tuple[np.ndarray, int]:
-    """The per-class counts of water-filling ``total`` items, and their level."""
-    lo, hi = 0, int(n.max())  # smallest level whose full round reaches ``total``
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _filled(n, mid) >= total:
-            hi = mid
-        else:
-            lo = mid + 1
-    counts = np.minimum(n, max(lo - 1, 0))
-    extra = total - int(counts.sum())
-    if extra:
-        counts[np.flatnonzero(n >= lo)[:extra]] += 1
-    return counts, lo
-
-
 def meets(policy: BalanceSpec, counts: np.ndarray) -> bool:
     """Whether answer-class counts satisfy the policy. Fewer than two classes always do, and so
     does a spread as even as whole items allow (3 items over yes / no: 2 and 1)."""
-    c = counts[counts > 0]
-    if len(c) < 2 or c.max() - c.min() <= 1:
+    c = np.asarray(counts)
+    c = c[c > 0]
+    if len(c) < 2:
         return True
-    share = c.max() / c.sum()
+    s = float((c * np.log(c)).sum())
+    return _meets(policy, int(c.sum()), int(c.max()), int(c.min()), s, len(c))
+
+
+def _meets(policy: BalanceSpec, total: int, top: int, low: int, s: float, k: int) -> bool:
+    """:func:`meets` from a spread's summary: its total, largest and smallest count, the sum
+    of ``c ln c`` over its counts and how many classes it has (entropy = ln T - s / T)."""
+    if k < 2:
+        return True
+    if policy.max_share is not None and policy.max_share * k < 1 - 1e-12:
+        return False  # below an even spread: no spread meets it
+    if top - low <= 1:
+        return True
+    share = top / total
     if policy.max_share is not None and share > policy.max_share + 1e-12:
         return False
-    if policy.max_ratio is not None and share * len(c) > policy.max_ratio + 1e-12:
+    if policy.max_ratio is not None and share * k > policy.max_ratio + 1e-12:
         return False
-    return policy.min_entropy is None or normalised_entropy(c) >= policy.min_entropy - 1e-12
+    if policy.min_entropy is None:
+        return True
+    return (math.log(total) - s / total) / math.log(k) >= policy.min_entropy - 1e-12
 
 
 def check_reachable(policy: BalanceSpec, n_classes: int, task: str) -> None:
@@ -110,16 +106,98 @@ def check_reachable(policy: BalanceSpec, n_classes: int, task: str) -> None:
     )
 
 
-def plan(available: Sequence[int], quota: int, policy: BalanceSpec, task: str = "?") -> Allocation:
-    """The level and total for a task whose answer classes have ``available`` candidates."""
-    n = np.asarray([c for c in available if c > 0], dtype=np.int64)
-    check_reachable(policy, len(n), task)
+def _xlogx(v: float) -> float:
+    return v * math.log(v) if v > 0 else 0.0
+
+
+class _Rounds:
+    """A pool's classes sorted by size, with prefix sums: the spread of any level (every class
+    at ``min(n_c, level)``, ``r`` of the larger ones one item further) in O(log classes)."""
+
+    def __init__(self, n: np.ndarray):
+        self.n = np.sort(n)
+        self.k = len(self.n)
+        self.cum = np.concatenate(([0], np.cumsum(self.n)))
+        f = self.n.astype(np.float64)
+        self.cumlog = np.concatenate(([0.0], np.cumsum(f * np.log(f))))
+
+    def filled(self, level: int) -> int:
+        i = int(np.searchsorted(self.n, level, "right"))  # classes with n_c <= level
+        return int(self.cum[i]) + (self.k - i) * level
+
+    def level_for(self, total: int) -> int:
+        """The smallest level whose whole round gives ``total`` items or more."""
+        lo, hi = 0, int(self.n[-1])
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.filled(mid) >= total:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def state(self, level: int, r: int = 0) -> tuple[int, int, int, float, int]:
+        """``(total, top, low, sum c ln c, classes)`` of the spread at ``level`` plus ``r``."""
+        i = int(np.searchsorted(self.n, level, "right"))
+        m = self.k - i  # classes with more than ``level`` candidates
+        if level == 0:
+            return r, 1, 1, 0.0, r
+        total = int(self.cum[i]) + m * level + r
+        s = float(self.cumlog[i]) + m * _xlogx(level) + r * self._step(level)
+        top = level + 1 if r else (level if m else int(self.n[-1]))
+        low = int(self.n[0]) if i else (level if r < m else level + 1)
+        return total, top, low, s, self.k
+
+    @staticmethod
+    def _step(level: int) -> float:
+        return _xlogx(level + 1) - _xlogx(level)
+
+    def meets(self, policy: BalanceSpec, level: int, r: int = 0) -> bool:
+        return _meets(policy, *self.state(level, r))
+
+    def into_next_round(self, policy: BalanceSpec, level: int, room: int) -> int:
+        """How many classes may go from ``level`` to ``level + 1`` items (at most ``room``)
+        with the spread still meeting the policy. The top share falls as more classes join
+        (the cap allows the larger ``r``); the evenness, once it misses, only falls further."""
+        growing = min(room, self.k - int(np.searchsorted(self.n, level, "right")))
+        if growing <= 0:
+            return 0
+        total, _, low, s, k = self.state(level)
+        if low >= level:  # every class at the level: one more item each is still even
+            return growing
+        r = np.arange(1, growing + 1)
+        t = total + r
+        ok = np.ones(growing, bool)
+        share = (level + 1) / t
+        if policy.max_share is not None:
+            ok &= share <= policy.max_share + 1e-12
+        if policy.max_ratio is not None:
+            ok &= share * k <= policy.max_ratio + 1e-12
+        if policy.min_entropy is not None:
+            even = (np.log(t) - (s + r * self._step(level)) / t) / math.log(k)
+            missed = np.flatnonzero(even < policy.min_entropy - 1e-12)
+            if len(missed):
+                ok[missed[0] :] = False
+        hits = np.flatnonzero(ok)
+        return int(hits[-1]) + 1 if len(hits) else 0
+
+
+def plan(
+    available: Sequence[int], quota: int, policy: BalanceSpec, task: str = "?", check: bool = True
+) -> Allocation:
+    """The level and total for a task whose answer classes have ``available`` candidates;
+    ``check``: an unreachable cap is a recipe error (else the plan says it is not met)."""
+    n = np.asarray(available, dtype=np.int64)
+    n = n[n > 0]
+    if check:
+        check_reachable(policy, len(n), task)
     target = min(quota, int(n.sum()))
     if len(n) < 2 or not policy.active:
         return Allocation(NO_CAP, target)
-    counts, level = _allocation_counts(n, target)
-    if meets(policy, counts):
-        return Allocation(NO_CAP if level >= n.max() else level, target)
+    rounds = _Rounds(n)
+    level = rounds.level_for(target)
+    if rounds.meets(policy, level - 1, target - rounds.filled(level - 1)):
+        return Allocation(NO_CAP if level >= rounds.n[-1] else level, target)
     if policy.prefer == "quota":
         return Allocation(level, target, met=False)
     # the quota's round misses the policy. Over whole rounds the top share rises and the
@@ -129,38 +207,13 @@ def plan(available: Sequence[int], quota: int, policy: BalanceSpec, task: str = 
     lo, hi = 1, max(level - 1, 1)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if meets(policy, np.minimum(n, mid)):
+        if rounds.meets(policy, mid):
             lo = mid
         else:
             hi = mid - 1
-    extra = _into_next_round(policy, n, lo, quota - _filled(n, lo))
-    return Allocation(lo + 1 if extra else lo, _filled(n, lo) + extra)
-
-
-def _into_next_round(policy: BalanceSpec, n: np.ndarray, level: int, room: int) -> int:
-    """How many classes may go from ``level`` to ``level + 1`` items (at most ``room``) with
-    the spread still meeting the policy: the share and the evenness are updated one item at
-    a time (entropy = ln T - sum(c ln c) / T)."""
-    counts = np.minimum(n, level).astype(np.float64)
-    total, k = counts.sum(), len(counts)
-    s = float((counts * np.log(counts)).sum())
-    step = (level + 1) * math.log(level + 1) - level * math.log(level)
-    growing = min(room, int((n > level).sum()))
-    if counts.min() >= level:  # every class at the level: one more item each is still even
-        return growing
-    best = 0
-    for r in range(1, growing + 1):
-        total, s = total + 1, s + step
-        share = (level + 1) / total
-        if policy.max_share is not None and share > policy.max_share + 1e-12:
-            continue
-        if policy.max_ratio is not None and share * k > policy.max_ratio + 1e-12:
-            continue
-        evenness = (math.log(total) - s / total) / math.log(k)
-        if policy.min_entropy is not None and evenness < policy.min_entropy - 1e-12:
-            break  # the evenness only falls further along this round
-        best = r
-    return best
+    extra = rounds.into_next_round(policy, lo, quota - rounds.filled(lo))
+    met = rounds.meets(policy, lo, extra)  # False only for a cap the pool lost mid-way
+    return Allocation(lo + 1 if extra else lo, rounds.filled(lo) + extra, met)
 
 
 class BalanceGate:
@@ -206,7 +259,7 @@ class BalanceGate:
 
     def replan(self) -> None:
         # what each class can still give: its items so far plus its untried candidates
-        self.allocation = plan(self.usable, self.quota, self.policy, self.task)
+        self.allocation = plan(self.usable, self.quota, self.policy, self.task, check=False)
 
     def summary(self) -> dict:
         """The task's balance section of the report: policy, plan, spread achieved, and per
