@@ -1,4 +1,5 @@
-"""The worked examples of CONTRIBUTING.md, run: a renderer and an exporter are each one module
+"""The worked examples of CONTRIBUTING.md, run. A source whose layout almost fits is one
+manifest plus its fixture (``examples/source/``). A renderer and an exporter are each one module
 that registers itself (plus its import line in the package's ``__init__``), and a recipe can
 use them at once. The renderer's body is written inline here; the exporter is
 ``examples/exporter_jsonl.py`` itself, the file CONTRIBUTING.md shows. Both are registered for
@@ -18,6 +19,7 @@ import dataclasses
 import importlib.util
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +27,8 @@ import pytest
 import yaml
 from PIL import Image
 
-from medvqa_build.api import build, load_recipe
+from medvqa_build import sources
+from medvqa_build.api import build, load_recipe, load_source
 from medvqa_build.errors import RecipeError
 from medvqa_build.export import EXPORTERS
 from medvqa_build.pipeline.build_dir import BuildDir
@@ -129,3 +132,68 @@ def test_the_walkthrough_shows_the_example_file():
     assert head in text
     block = text[text.index(head) + len(head) :]
     assert block[: block.index("```\n")] == EXPORTER.read_text(encoding="utf-8")
+
+
+# --- examples/source/: a source whose layout almost fits -----------------------------------
+SOURCE = REPO / "examples" / "source"
+
+
+@pytest.fixture
+def example_source(tmp_path, monkeypatch):
+    """The example manifest registered through ``MEDVQA_MANIFESTS`` (no file in ``src/``) and
+    its fixture written by the example's own ``write``."""
+    spec = importlib.util.spec_from_file_location(
+        "bowel_prep_example", SOURCE / "bowel_prep_example.py"
+    )
+    fixture = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixture)
+    monkeypatch.setenv("MEDVQA_MANIFESTS", str(SOURCE))
+    sources._load_all.cache_clear()
+    yield fixture, fixture.write(tmp_path / "data")
+    monkeypatch.delenv("MEDVQA_MANIFESTS")
+    sources._load_all.cache_clear()
+
+
+def test_a_near_fit_source_is_one_manifest_and_its_fixture(example_source):
+    """``<score>/<video>/<frame>.jpg``: the class is the score folder, the video an attribute
+    and the group, so a video's frames share one group and cannot straddle splits."""
+    fixture, root = example_source
+    assert [p.name for p in SOURCE.iterdir() if p.suffix == ".yaml"] == ["bowel-prep-example.yaml"]
+    result = load_source("bowel-prep-example", root)
+    assert not result.quarantined
+    frames = [(s.labels, s.attributes, s.group_id) for s in result.samples]
+    expected = [
+        ((f"bbps {score}",), {"source_label": score, "video": video}, video)
+        for score, videos in fixture.VIDEOS.items()
+        for video, n in videos.items()
+        for _ in range(n)
+    ]
+    assert sorted(frames, key=repr) == sorted(expected, key=repr)
+    # the splitter sees one group per video, not one per frame
+    groups = Counter(f"{s.source}:{s.group_id}" for s in result.samples)
+    assert groups == Counter(
+        {
+            f"bowel-prep-example:{v}": n
+            for videos in fixture.VIDEOS.values()
+            for v, n in videos.items()
+        }
+    )
+
+
+def test_a_frame_outside_a_video_folder_is_quarantined_by_name(example_source):
+    _, root = example_source
+    stray = root / "frames" / "2" / "stray.jpg"
+    stray.write_bytes((root / "frames" / "2" / "v04" / "v04_00000.jpg").read_bytes())
+    result = load_source("bowel-prep-example", root)
+    assert [(q.file, q.reason) for q in result.quarantined] == [
+        ("frames/2/stray.jpg", "expected 2 folder level(s) below 'frames', found 1")
+    ]
+
+
+def test_the_source_walkthrough_shows_the_example_manifest():
+    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    head = "```yaml\n# examples/source/bowel-prep-example.yaml\n"
+    assert head in text
+    block = text[text.index(head) + len(head) :]
+    manifest = SOURCE / "bowel-prep-example.yaml"
+    assert block[: block.index("```\n")] == manifest.read_text(encoding="utf-8")

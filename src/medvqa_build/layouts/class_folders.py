@@ -1,6 +1,12 @@
-"""``class_folders``: ``<images_dir>/.../<class>/<image>`` — the class is the image's folder
-(Kvasir, HyperKvasir labeled-images, GastroVision, KID). Parent folders above the class can be
-kept as attributes (HyperKvasir: ``{upper,lower}-gi-tract/<category>/<class>``).
+"""``class_folders``: ``<images_dir>/<parents...>/<class>/<children...>/<image>`` — the class is
+one folder level of the image's path (Kvasir, HyperKvasir labeled-images, GastroVision, KID).
+By default it is the image's own folder; ``parent_attributes`` names the levels above the class
+(HyperKvasir: ``{upper,lower}-gi-tract/<category>/<class>``) and ``child_attributes`` the levels
+between the class and the image (bowel-preparation frames ``<score>/<video>/<frame>.jpg``:
+``child_attributes: [video]``), so the class may sit at any depth. Every named level is kept as
+an attribute. ``group_level`` names one of them whose folder is the image's group (frames of
+one video, images of one patient): a split keeps a group whole, so those images cannot leak
+across splits. Without it each image is its own group.
 
 An optional ``split_table`` joins a separate file-name -> split CSV (HyperKvasir's official
 ``2_fold_split.csv``, ``file-name;class-name;split-index``) onto the samples by file name. Its
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
+from pydantic import model_validator
 
 from ..errors import SourceError
 from ..media.image import check_image
@@ -65,8 +72,33 @@ class SplitTableOptions(LayoutOptions):
 class ClassFoldersOptions(LayoutOptions):
     images_dir: str = "."
     parent_attributes: list[str] = []  # names for the folders above the class, outermost first
+    # names for the folders between the class and the image, outermost first
+    child_attributes: list[str] = []
+    # one of the names above: that folder's name is the image's group (a video, a patient);
+    # None: each image is its own group
+    group_level: str | None = None
     extensions: list[str] = list(IMAGE_EXTENSIONS)
     split_table: SplitTableOptions | None = None
+
+    @model_validator(mode="after")
+    def _levels_named_once(self) -> ClassFoldersOptions:
+        names = [*self.parent_attributes, *self.child_attributes]
+        twice = sorted({n for n in names if names.count(n) > 1} | ({"source_label"} & set(names)))
+        if twice:
+            raise ValueError(
+                f"folder level name(s) {twice} used twice (source_label is the class folder's)"
+            )
+        if self.group_level is not None and self.group_level not in names:
+            raise ValueError(
+                f"group_level {self.group_level!r} names no folder level; name one of "
+                f"parent_attributes or child_attributes ({names})"
+            )
+        return self
+
+    @property
+    def levels(self) -> int:
+        """Folder levels between ``images_dir`` and the image."""
+        return len(self.parent_attributes) + 1 + len(self.child_attributes)
 
     @property
     def missing_values(self) -> list[str] | None:
@@ -128,7 +160,10 @@ class ClassFolders(FileLayout):
         return [[Expect(folder, "dir")]] if folder not in ("", ".") else []
 
     def provides(self) -> set[str]:
-        return {"labels", "attribute:source_label"} | attribute_caps(self.options.parent_attributes)
+        o = self.options
+        return {"labels", "attribute:source_label"} | attribute_caps(
+            [*o.parent_attributes, *o.child_attributes]
+        )
 
     def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate]:
         """Every image below ``images_dir``, with its folder, folders below ``images_dir`` and
@@ -152,24 +187,30 @@ class ClassFolders(FileLayout):
     def read(self, ctx: ScanContext, candidate: FileCandidate) -> Sample | QuarantineEntry:
         o = self.options
         dirpath, name, folders, splits = candidate.info
-        depth = len(o.parent_attributes) + 1
-        if len(folders) != depth:
+        if len(folders) != o.levels:
             return ctx.quarantine(
                 candidate.rel,
-                f"expected {depth} folder level(s) below {o.images_dir!r}, found {len(folders)}",
+                f"expected {o.levels} folder level(s) below {o.images_dir!r}, found {len(folders)}",
             )
         width, height = check_image(os.path.join(dirpath, name), ctx.verify, ctx.max_pixels)
-        label = ctx.canonical(folders[-1])
-        split = self._split(ctx, splits, name, folders[-1], label)
+        at = len(o.parent_attributes)
+        cls = folders[at]
+        label = ctx.canonical(cls)
+        split = self._split(ctx, splits, name, cls, label)
+        named = dict(
+            zip(
+                [*o.parent_attributes, *o.child_attributes],
+                folders[:at] + folders[at + 1 :],
+                strict=True,
+            )
+        )
         return ctx.sample(
             candidate.rel,
             width,
             height,
+            group_id=named[o.group_level] if o.group_level else None,
             labels=(label,),
-            attributes={
-                "source_label": folders[-1],
-                **dict(zip(o.parent_attributes, folders[:-1], strict=True)),
-            },
+            attributes={"source_label": cls, **named},
             split=split,
         )
 

@@ -1,5 +1,7 @@
 """Generic layouts on tiny replicas, including the per-file problems that go to quarantine."""
 
+import re
+
 import pytest
 
 from medvqa_build.api import load_source
@@ -172,3 +174,40 @@ def test_label_table_is_read_in_chunks_with_the_same_result(tmp_path, monkeypatc
     assert chunked == whole
     assert [getattr(o, "group_id", None) for o in whole] == ["p0", "p1", "p2", "p3", "p4", None]
     assert whole[-1].file == "images/unlisted.jpg" and "not listed" in whole[-1].reason
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"group_level": "video"}, "group_level 'video' names no folder level"),
+        ({"parent_attributes": ["a"], "child_attributes": ["a"]}, "name(s) ['a'] used twice"),
+        ({"child_attributes": ["source_label"]}, "name(s) ['source_label'] used twice"),
+    ],
+)
+def test_class_folders_levels_are_named_once(options, problem):
+    with pytest.raises(SourceError, match=re.escape(problem)):
+        make_layout("class_folders", options, where="m.yaml: parts.images")
+
+
+def test_class_folders_class_in_the_middle_and_group_from_a_parent(tmp_path):
+    """``<patient>/<class>/<view>/<image>``: the group is the patient folder, wherever the class."""
+    for patient, cls, view in [("p1", "a", "front"), ("p1", "b", "side"), ("p2", "a", "front")]:
+        _jpeg(tmp_path / patient / cls / view / "x.jpg", len(patient + cls + view))
+    layout = make_layout(
+        "class_folders",
+        {"parent_attributes": ["patient"], "child_attributes": ["view"], "group_level": "patient"},
+        where="test",
+    )
+    assert layout.provides() == {
+        "labels",
+        "attribute:source_label",
+        "attribute:patient",
+        "attribute:view",
+    }
+    ctx = _ctx(tmp_path, label_map={"a": "a", "b": "b"})
+    got = [layout.read(ctx, c) for c in layout.candidates(ctx)]
+    assert sorted((s.image, s.labels, s.group_id, s.attributes) for s in got) == [
+        ("p1/a/front/x.jpg", ("a",), "p1", {"source_label": "a", "patient": "p1", "view": "front"}),
+        ("p1/b/side/x.jpg", ("b",), "p1", {"source_label": "b", "patient": "p1", "view": "side"}),
+        ("p2/a/front/x.jpg", ("a",), "p2", {"source_label": "a", "patient": "p2", "view": "front"}),
+    ]
