@@ -103,3 +103,21 @@ def test_html_in_the_card_is_text_and_formula_cells_are_flagged(tmp_path, monkey
     assert (
         f"Export vlmeval: {flagged} cell(s) begin with = + - @" in (out / "report.md").read_text()
     )
+
+    # the score's leaderboard row for the card: the model's name is text too
+    from medvqa_build.pipeline import BuildDir
+
+    predictions = tmp_path / "model.jsonl"
+    predictions.write_text(
+        "".join(
+            json.dumps({"item_id": i.item_id, "prediction": "<b>A</b>"}) + "\n"
+            for i in BuildDir.open(out).items()
+        )
+    )
+    scores = tmp_path / "scores"
+    model = "<img src=x onerror=alert(1)>"
+    with contextlib.redirect_stdout(io.StringIO()):
+        argv = ["score", str(out), str(predictions), "-o", str(scores), "--card"]
+        assert main([*argv, "--model", model]) == 0
+    board = (scores / "leaderboard.md").read_text()
+    assert "| &lt;img src=x onerror=alert(1)&gt; |" in board and "<img" not in board

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..export.markdown import md_cell
 from ..store.atomic import write_atomic
 from .baselines import ENDOBENCH_ABBREVIATIONS
 
@@ -194,8 +195,8 @@ def _agreement(score: dict) -> list[str]:
             "|---|---|---|---|",
         ]
         for d in diffs[:50]:
-            reply = (d["reply"] or "").replace("|", "\\|").replace("\n", " ")[:60]
-            out.append(f"| {d['item_id']} | {d['rotation']} | {reply} | {d['why']} |")
+            reply = md_cell((d["reply"] or "")[:60])  # a model's text, shown, never run
+            out.append(f"| {d['item_id']} | {d['rotation']} | {reply} | {md_cell(d['why'])} |")
     return out + [""]
 
 
@@ -216,13 +217,13 @@ def report_markdown(score: dict, title: str = "Score") -> str:
 
 def leaderboard_table(score: dict, model: str) -> str:
     """A one-row Markdown table for the card: overall and per-task numbers of one model."""
-    head, row = ["model"], [model]
+    head, row = ["model"], [md_cell(model)]
     sc = score["single_choice"]
     if sc:
         head.append("accuracy %")
         row.append(_pct(sc["all"]["accuracy"]))
         for task, r in sc["by"]["task"].items():
-            head.append(ENDOBENCH_ABBREVIATIONS.get(task, task))
+            head.append(md_cell(ENDOBENCH_ABBREVIATIONS.get(task, task)))
             row.append(_pct(r["accuracy"]))
     if score["circular"]:
         head.append("circular %")

@@ -243,7 +243,9 @@ def dataset_card(
     lines += _configs(configs, config_items, stats.total)
     lines += _contents(stats)
     if validation.get("blind"):  # the text-only audit, when the recipe ran it
-        lines += blind_table(validation["blind"])
+        blind = validation["blind"]  # its task names are recipe text: shown, never markup
+        tasks = [{**t, "task": md_cell(t["task"])} for t in blind.get("tasks", [])]
+        lines += blind_table({**blind, "tasks": tasks})
     if plots:
         lines += ["## Distributions", ""] + [f"![{p}](assets/{p})" for p in plots] + [""]
     lines += list(gallery)
