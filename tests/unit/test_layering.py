@@ -19,7 +19,7 @@ PACKAGE = Path(medvqa_build.__file__).resolve().parent
 LAYERS = {
     # core: contracts, vocabularies and disk primitives, importing nothing above them
     "_version": 0, "errors": 0, "registry": 0, "rng": 0, "vocab": 0, "records": 0, "schema": 0,
-    "geometry": 0, "ontology": 0, "store": 0, "licences": 0, "view": 0,
+    "geometry": 0, "ontology": 0, "store": 0, "licences": 0, "view": 0, "markdown": 0,
     # inputs: what a build reads
     "recipe": 1, "manifest": 1, "media": 1, "layouts": 1, "sources": 1,
     # domain libraries

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..export.markdown import md_cell
+from ..markdown import md_cell
 from ..store.atomic import write_atomic
 from .baselines import ENDOBENCH_ABBREVIATIONS
 

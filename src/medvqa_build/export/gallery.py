@@ -19,12 +19,12 @@ import yaml
 
 from ..errors import ImageProblem, MedvqaError
 from ..manifest import SourceManifest
+from ..markdown import md_text
 from ..media.load import load_ref_rgb
 from ..media.refs import split_fragment
 from ..records import Item
 from ..view import pick_items
 from .common import slug
-from .markdown import md_text
 
 PER_TASK = 4  # examples in a task's gallery
 PREFIX = "gallery_"  # assets/gallery_<task slug>.png: what an annotations-only upload drops

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..export.markdown import md_cell
+from ..markdown import md_cell
 from ..store.atomic import write_atomic
 
 DETAILS = 20  # item ids listed per kind of change in the Markdown report

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..markdown import md_cell
 from ..recipe import BlindSpec
 from ..records import Item
 from ..rng import rng_for
@@ -324,7 +325,7 @@ def blind_table(report: dict, *, heading: str = "##") -> list[str]:
     for t in report["tasks"]:
         verdict = f"**{t['verdict']}**" if t["flagged"] else t["verdict"]
         lines.append(
-            f"| {t['task']} | {t['items']} | {t['accuracy']:.1%} | {t['chance']:.1%} | "
+            f"| {md_cell(t['task'])} | {t['items']} | {t['accuracy']:.1%} | {t['chance']:.1%} | "
             f"{t['z']:.1f} | {t['confident']} | {verdict} |"
         )
     return lines + [""]

@@ -229,3 +229,10 @@ def test_same_audit_in_every_process():
         for seed in ("1", "2")
     ]
     assert outs[0] == outs[1] and json.loads(outs[0])["tasks"][0]["flagged"]
+
+
+def test_a_task_name_is_one_escaped_cell_of_the_table():
+    report = run_audit(_items("a|b <script>", plant="longest"), BlindSpec(), 0)
+    row = next(line for line in blind_table(report) if line.startswith("| a"))
+    assert row.startswith("| a\\|b &lt;script&gt; | 120 |")
+    assert row.count(" | ") == 6  # seven cells, the name did not cut the row
