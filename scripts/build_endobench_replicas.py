@@ -37,17 +37,24 @@ SOURCES = (
 )  # fmt: skip
 # size keywords of the fixture writers that have them; the rest write their default replica.
 # kvasir/hyperkvasir: landmark, organ, lesion, severity and bowel-preparation classes;
-# wcebleedgen: frames to count bleeding regions on; psi-ava: keyframes with phases, steps and
-# single per-instrument actions (the contract replica has too few distinct ones); see-ai:
-# single-label frames of several classes (lesion type needs a few per source); endovis18:
-# frames with instruments18 XML (instrument boxes and tool-tissue interactions).
+# wcebleedgen: frames to count bleeding regions on; psi-ava: keyframes with phases, steps,
+# single per-instrument actions (the contract replica has too few distinct ones) and 1 to 4
+# instruments each; see-ai: single-label frames of several classes (lesion type needs a few
+# per source); endovis18: frames with instruments18 XML (instrument boxes and tool-tissue
+# interactions); kvasir-seg: images with 1 to 5 polyps of varied size and place; edd2020:
+# images with 1 to 4 regions whose classes are dealt evenly from all five. The last three
+# give counts, classes and positions varied enough that a build can balance its answers
+# (issue 32): the contract replicas alone hold mostly "2" instruments, single polyps and
+# polyp regions.
 SCALED: dict[str, dict[str, int]] = {
     "kvasir": {"per_class": 6},
     "hyperkvasir": {"per_class": 6},
     "wcebleedgen": {"extra_bleeding": 12},
-    "psi-ava": {"extra": 36},
+    "psi-ava": {"extra": 48},
     "see-ai": {"extra": 12},
     "endovis18": {"extra": 48},
+    "kvasir-seg": {"extra": 12},
+    "edd2020": {"extra": 25},
 }
 
 
