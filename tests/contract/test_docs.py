@@ -1,11 +1,15 @@
-"""The generated docs are current, and every source's page says what confirms it (issue 23)."""
+"""The generated docs are current, every source's page says what confirms it (issue 23), and
+the lists the docs keep by hand (export formats, recipe keys) match the code (issue 34)."""
 
 import importlib.util
 import re
 
 import pytest
+from pydantic import BaseModel
 
 from medvqa_build.api import list_sources
+from medvqa_build.export import EXPORTERS
+from medvqa_build.recipe import Recipe
 
 
 def _generator(repo, name):
@@ -35,8 +39,7 @@ def test_every_source_page_lists_its_public_evidence(repo, source_id):
     evidence = text[re.search(r"^##+ Verified against", text, re.M).end() :]
     evidence = re.split(r"^## ", evidence, flags=re.M)[0]
     # a bullet naming a page (URL) or a public repository (owner/name)
-    bullets = re.findall(r"^\s*[-*] (.+)", evidence, re.M)
-    references = [b for b in bullets if re.search(r"https?://|\b[\w.-]+/[\w.-]+\b", b)]
+    references = [b for b in _bullets(evidence) if re.search(r"https?://|\b[\w.-]+/[\w.-]+\b", b)]
     assert len(references) >= 2, f"{source_id}.md names fewer than two public references"
 
 
@@ -47,3 +50,61 @@ def test_every_manifest_lists_its_archives_and_quirks():
             continue
         assert m.archives, f"{m.id}: no archives"
         assert m.quirks, f"{m.id}: no quirks"
+
+
+def _bullets(text: str) -> list[str]:
+    """Each Markdown bullet of ``text`` with its continuation lines (a reference wrapped onto
+    the bullet's second line still counts)."""
+    return [
+        " ".join(line.strip() for line in b.splitlines())
+        for b in re.findall(r"^[ \t]*[-*] (.+(?:\n(?![ \t]*(?:[-*] |#)|[ \t]*$).+)*)", text, re.M)
+    ]
+
+
+def test_a_bullet_is_read_to_its_end():
+    text = (
+        "- one\n  https://a.org/x\n- two, see\n  owner/name\n\n  not part of it\n## Next\n- three"
+    )
+    assert _bullets(text) == ["one https://a.org/x", "two, see owner/name", "three"]
+
+
+@pytest.mark.parametrize(
+    ("page", "prefix"), [("README.md", "--format FORMAT"), ("docs/recipes.md", "formats:")]
+)
+def test_the_export_format_lists_are_the_registry(repo, page, prefix):
+    """The pages that list the formats by hand list exactly the registered ones, in order."""
+    (line,) = [
+        x
+        for x in (repo / page).read_text(encoding="utf-8").splitlines()
+        if prefix in x and "hf |" in x
+    ]
+    listed = re.search(r"(hf(?: \| [\w-]+)+)", line).group(1).split(" | ")
+    assert listed == EXPORTERS.registered(), f"{page}: update the format list ({line.strip()!r})"
+
+
+def _keys(model: type[BaseModel]) -> set[str]:
+    """Every key a recipe may write: the fields of the recipe and of its nested blocks."""
+    out = set()
+    for name, field in model.model_fields.items():
+        out.add(name)
+        for arg in (field.annotation, *getattr(field.annotation, "__args__", ())):
+            for inner in (arg, *getattr(arg, "__args__", ())):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    out |= _keys(inner)
+    return out
+
+
+def test_the_recipe_reference_names_every_key(repo):
+    """docs/recipes.md's reference block has each recipe key (``blind``'s own keys live in
+    docs/blind_audit.md), and ``params.templates``, which every generator takes."""
+    text = (repo / "docs" / "recipes.md").read_text(encoding="utf-8")
+    block = text[text.index("```yaml\n") : text.index("```\n", text.index("```yaml\n") + 8)]
+    written = set(re.findall(r"^\s*(?:- )?(\w+):", block, re.M)) | set(
+        re.findall(r"\b(\w+): \[", block)
+    )
+    blind = Recipe.model_fields["blind"].annotation.__args__[0]
+    missing = sorted(_keys(Recipe) - _keys(blind) - written)
+    assert not missing, f"docs/recipes.md's reference block lacks {missing}"
+    assert "templates" in written
+    blind_page = (repo / "docs" / "blind_audit.md").read_text(encoding="utf-8")
+    assert not [k for k in _keys(blind) if f"{k}:" not in blind_page]

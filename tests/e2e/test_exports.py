@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from medvqa_build.cli import main
+from medvqa_build.export import EXPORTERS
 from medvqa_build.export.tsv_text import decode_cell
 
 from ..hub_server import FakeHub
 
-FORMATS = "export.formats=[hf,vlmeval,lmms-eval,sharegpt,medsg,spinebench]"
+FORMATS = f"export.formats=[{','.join(EXPORTERS.registered())}]"  # every format there is
 SMALL = [
     "--set",
     "sources.0.generate.n_images=30",
@@ -52,7 +53,7 @@ def test_all_formats_byte_identical(builds):
     sums = (a / "checksums.sha256").read_text()
     assert sums == (b / "checksums.sha256").read_text()
     listed = {line.split("  ")[1].split("/")[0] for line in sums.splitlines()}
-    assert listed == {"hf", "vlmeval", "lmms-eval", "sharegpt", "medsg", "spinebench"}
+    assert listed == set(EXPORTERS.registered())
 
 
 def test_readers(builds, tmp_path):
@@ -98,6 +99,7 @@ PUSH = """
     import medvqa_build.export.hub
     medvqa_build.export.hub.time.sleep = lambda s: None
     from medvqa_build.cli import main
+from medvqa_build.export import EXPORTERS
     rc = main(["push", sys.argv[1] if len(sys.argv) > 1 else {dir!r}, "me/demo", "-q", *{extra!r}])
     print("RC", rc)
 """
