@@ -72,6 +72,15 @@ def _cmd_sources(args) -> int:
     return 0
 
 
+def shortfall_summary(report: dict) -> str:
+    """Each task's quota not met, and how much of it answer balance withheld (docs/validity.md)."""
+    parts = []
+    for task, short in report["shortfall"].items():
+        withheld = (report.get("balance") or {}).get(task, {}).get("withheld", 0)
+        parts.append(f"{task}: {short}" + (f" ({withheld} by answer balance)" if withheld else ""))
+    return ", ".join(parts)
+
+
 def parts_summary(counts: dict) -> str:
     """``parts found: a (12), b (3); missing: c (loses regions, masks)`` of a counts dict."""
     found = ", ".join(f"{k} ({v['found']})" for k, v in counts.get("parts", {}).items())
@@ -219,9 +228,7 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
     if r.get("missing_sources"):
         lines.append("missing sources: " + "; ".join(r["missing_sources"]))
     if r.get("shortfall"):
-        lines.append(
-            "quota shortfall: " + ", ".join(f"{k}: {v}" for k, v in r["shortfall"].items())
-        )
+        lines.append("quota shortfall: " + shortfall_summary(r))
     lines.append(
         f"items: {r['items']} ({', '.join(f'{k}: {v}' for k, v in r['items_per_task'].items())}); "
         f"dropped {r['dropped']}; validation problems {r['validation']['problems']}"

@@ -12,6 +12,7 @@ import yaml
 
 from medvqa_build.api import load_source
 from medvqa_build.cli import main
+from medvqa_build.cli.build import shortfall_summary
 from medvqa_build.curate.balance import (
     NO_CAP,
     BalanceGate,
@@ -265,3 +266,11 @@ def test_a_class_lost_while_items_are_made_never_stops_the_build():
     s = gate.summary()
     assert s["made"] == gate.total > 0 and not s["policy_met"]
     assert s["made"] + s["withheld"] + s["pool_short"] == 40
+
+
+def test_the_run_summary_says_what_balance_withheld():
+    report = {
+        "shortfall": {"counting": 47, "phase": 2},
+        "balance": {"counting": {"withheld": 39}, "phase": {"withheld": 0}},
+    }
+    assert shortfall_summary(report) == "counting: 47 (39 by answer balance), phase: 2"
