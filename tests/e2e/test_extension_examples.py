@@ -1,23 +1,25 @@
-"""The worked examples of CONTRIBUTING.md, run. A source whose layout almost fits is one
-manifest plus its fixture (``examples/source/``). A renderer and an exporter are each one module
-that registers itself (plus its import line in the package's ``__init__``), and a recipe can
-use them at once. The renderer's body is written inline here; the exporter is
-``examples/exporter_jsonl.py`` itself, the file CONTRIBUTING.md shows. Both are registered for
-the test only, in a copy of their registry without their names (so a contributor who followed
-the walk-through and registered ``jsonl`` in ``src/`` does not collide with the test).
+"""The worked examples of CONTRIBUTING.md, run: each is a file under ``examples/``, and each
+walk-through shows its file verbatim (the last tests compare them).
 
-``bold_box`` draws the box level's outline at twice the stroke; ``jsonl`` writes one JSON
-object per multiple-choice item with its images copied beside it. The demo recipe, cut down,
-asks for one task at ``bold_box`` and for the ``jsonl`` format: the task plans box shapes, the
-render stage draws them, the alignment check and the validate rules accept them, and the export
-holds every item.
+- ``examples/source/``: a source whose layout almost fits is one manifest plus its fixture;
+- ``examples/layout_file_name_labels.py``: a layout reading the class from the file name;
+- ``examples/task_scene_identification.py``: a task asking for the image's procedure;
+- ``examples/renderer_bold_box.py``: the box level at twice the stroke;
+- ``examples/exporter_jsonl.py``: one JSON object per multiple-choice item, images beside it.
+
+The plug-ins are registered for the test only, by running their files, in a copy of their
+registry without their names (so a contributor who followed a walk-through and registered the
+same name in ``src/`` does not collide with the test). The demo recipe, cut down, asks for one
+task at ``bold_box`` and for the ``jsonl`` format: the task plans box shapes, the render stage
+draws them, the alignment check and the validate rules accept them, and the export holds every
+item.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -31,25 +33,32 @@ from medvqa_build import sources
 from medvqa_build.api import build, load_recipe, load_source
 from medvqa_build.errors import RecipeError
 from medvqa_build.export import EXPORTERS
+from medvqa_build.layouts import LAYOUTS
 from medvqa_build.pipeline.build_dir import BuildDir
 from medvqa_build.render import RENDERERS, prompt_levels
-from medvqa_build.render.base import PlannedRenderer
-from medvqa_build.render.box import plan_box_mark
+from medvqa_build.tasks import TASKS
 
 REPO = Path(__file__).resolve().parents[2]
-EXPORTER = REPO / "examples" / "exporter_jsonl.py"
+EXAMPLES = REPO / "examples"
+EXPORTER = EXAMPLES / "exporter_jsonl.py"
+RENDERER = EXAMPLES / "renderer_bold_box.py"
+TASK = EXAMPLES / "task_scene_identification.py"
+LAYOUT = EXAMPLES / "layout_file_name_labels.py"
+NAMES = {
+    RENDERERS: "bold_box",
+    EXPORTERS: "jsonl",
+    TASKS: "scene_identification",
+    LAYOUTS: "file_name_labels",
+}
 
 
-# --- src/medvqa_build/render/bold_box.py --------------------------------------------------
-class BoldBoxRenderer(PlannedRenderer):
-    """``bold_box``: the box level's outline at twice its stroke, for small images."""
-
-    name = "bold_box"
-    shape_kind = "box"  # what a task plans and the alignment check verifies
-
-    def plan_mark(self, mark, style, h, w, root=None, channels="rgb"):
-        bold = dataclasses.replace(style, thickness_px=2 * style.thickness_for(h, w))
-        return plan_box_mark(mark, bold, h, w, root, channels)
+def _run(path: Path, monkeypatch) -> object:
+    """Run an example file as a module (it registers its plug-in), as ``src/`` would import it."""
+    spec = importlib.util.spec_from_file_location(f"examples_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its code addresses the stages
+    spec.loader.exec_module(module)
+    return module
 
 
 def _recipe(tmp_path: Path) -> Path:
@@ -67,11 +76,9 @@ def _recipe(tmp_path: Path) -> Path:
 @pytest.fixture
 def unregistered(monkeypatch):
     """The registries without the examples' names (the registries are process-wide)."""
-    renderers = {k: v for k, v in RENDERERS._entries.items() if k != "bold_box"}
-    monkeypatch.setattr(RENDERERS, "_entries", renderers)
-    monkeypatch.setattr(
-        EXPORTERS, "_entries", {k: v for k, v in EXPORTERS._entries.items() if k != "jsonl"}
-    )
+    for registry, name in NAMES.items():
+        kept = {k: v for k, v in registry._entries.items() if k != name}
+        monkeypatch.setattr(registry, "_entries", kept)
 
 
 def test_a_recipe_cannot_name_them_before_they_are_registered(unregistered, tmp_path):
@@ -89,12 +96,9 @@ def test_a_recipe_cannot_name_them_before_they_are_registered(unregistered, tmp_
 
 @pytest.fixture
 def registered(unregistered, monkeypatch):
-    """The two registrations, undone after the test: the exporter by running its file."""
-    RENDERERS.add("bold_box", BoldBoxRenderer())
-    spec = importlib.util.spec_from_file_location("examples_exporter_jsonl", EXPORTER)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its code addresses the export stage
-    spec.loader.exec_module(module)  # registers "jsonl"
+    """The renderer and the exporter, registered by running their files; undone after."""
+    _run(RENDERER, monkeypatch)
+    _run(EXPORTER, monkeypatch)
 
 
 def test_a_new_renderer_and_exporter_build_end_to_end(registered, tmp_path):
@@ -123,15 +127,6 @@ def test_a_new_renderer_and_exporter_build_end_to_end(registered, tmp_path):
     assert all((export / path).is_file() for r in records for path in r["images"])
     (stats,) = [s.stats for s in result.stages if s.name == "export" and "jsonl" in s.path.name]
     assert stats["written"] == 12 and stats["left_out"] == {}
-
-
-def test_the_walkthrough_shows_the_example_file():
-    """CONTRIBUTING.md's exporter walk-through is ``examples/exporter_jsonl.py``, verbatim."""
-    text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    head = "```python\n# examples/exporter_jsonl.py\n"
-    assert head in text
-    block = text[text.index(head) + len(head) :]
-    assert block[: block.index("```\n")] == EXPORTER.read_text(encoding="utf-8")
 
 
 # --- examples/source/: a source whose layout almost fits -----------------------------------
@@ -190,10 +185,108 @@ def test_a_frame_outside_a_video_folder_is_quarantined_by_name(example_source):
     ]
 
 
-def test_the_source_walkthrough_shows_the_example_manifest():
+# --- examples/layout_file_name_labels.py ---------------------------------------------------
+PATTERN = r"^(?P<group>bowel_\d+)_score_(?P<label>\d)_"
+
+
+@pytest.fixture
+def file_name_source(unregistered, tmp_path, monkeypatch):
+    """A user manifest over the example layout: frames named ``bowel_<n>_score_<s>_<k>.jpg``."""
+    _run(LAYOUT, monkeypatch)
+    manifest = yaml.safe_load((SOURCE / "bowel-prep-example.yaml").read_text(encoding="utf-8"))
+    manifest["id"] = "bowel-prep-names"
+    manifest["archives"][0].update(parts=["named"])
+    manifest["parts"] = [
+        {
+            "name": "named",
+            "layout": "file_name_labels",
+            "options": {"images_dir": "frames", "pattern": PATTERN},
+        }
+    ]
+    folder = tmp_path / "manifests"
+    folder.mkdir()
+    (folder / "bowel-prep-names.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    monkeypatch.setenv("MEDVQA_MANIFESTS", str(folder))
+    sources._load_all.cache_clear()
+    frames = tmp_path / "data" / "frames"
+    frames.mkdir(parents=True)
+    pixels = np.random.default_rng(0).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+    names = [
+        "bowel_1_score_0_001.jpg",
+        "bowel_1_score_0_002.jpg",
+        "bowel_2_score_3_001.jpg",
+        "notes.jpg",
+    ]
+    for name in names:
+        Image.fromarray(pixels).save(frames / name)
+    yield tmp_path / "data"
+    monkeypatch.delenv("MEDVQA_MANIFESTS")
+    sources._load_all.cache_clear()
+
+
+def test_a_new_layout_reads_class_and_group_from_the_file_name(file_name_source):
+    result = load_source("bowel-prep-names", file_name_source)
+    got = sorted((s.image, s.labels, s.group_id) for s in result.samples)
+    assert got == [
+        ("frames/bowel_1_score_0_001.jpg", ("bbps 0",), "bowel_1"),
+        ("frames/bowel_1_score_0_002.jpg", ("bbps 0",), "bowel_1"),
+        ("frames/bowel_2_score_3_001.jpg", ("bbps 3",), "bowel_2"),
+    ]
+    assert [(q.file, q.reason) for q in result.quarantined] == [
+        ("frames/notes.jpg", f"file name does not match {PATTERN!r}")
+    ]
+
+
+# --- examples/task_scene_identification.py ------------------------------------------------
+def test_a_new_task_builds_end_to_end(unregistered, tmp_path, monkeypatch):
+    """The demo's source, asked only which procedure each image comes from."""
+    recipe = yaml.safe_load((REPO / "recipes" / "demo.yaml").read_text())
+    recipe["sources"][0]["generate"] = {"n_images": 20, "n_videos": 1, "frames_per_video": 8}
+    task = {"name": "procedure", "generator": "scene_identification", "category": "Scene"}
+    recipe["tasks"] = [{**task, "task": "Procedure Identification", "quota": 12, "n_options": 2}]
+    recipe["export"]["formats"] = ["hf"]
+    path = tmp_path / "scene.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+    with pytest.raises(RecipeError, match="scene_identification"):
+        load_recipe(path)  # unknown until its file runs
+    module = _run(TASK, monkeypatch)
+
+    result = build(load_recipe(path), tmp_path / "out", progress=False)
+    items = list(result.items)
+    assert len(items) == 12 and result.report["validation"]["problems"] == 0
+    samples = {s.sample_id: s for s in BuildDir.open(result.out_dir).samples()}
+    for item in items:
+        assert item.gt == samples[item.sample_ids[0]].scene
+        assert sorted(item.options) == ["Colonoscopy", "Surgical Endoscopy"]
+        k = int(item.template_id.rsplit("/", 1)[1])
+        assert item.question == module.SceneIdentification.templates[k]
+    assert Counter(i.gt for i in items) == {"Colonoscopy": 6, "Surgical Endoscopy": 6}
+
+
+# --- the walk-throughs are the files --------------------------------------------------------
+@pytest.mark.parametrize(
+    ("lang", "path"),
+    [
+        ("yaml", SOURCE / "bowel-prep-example.yaml"),
+        ("python", LAYOUT),
+        ("python", TASK),
+        ("python", RENDERER),
+        ("python", EXPORTER),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.name,
+)
+def test_the_walkthrough_shows_the_example_file(lang, path):
+    """CONTRIBUTING.md shows each example as a block headed by its path, verbatim."""
     text = (REPO / "CONTRIBUTING.md").read_text(encoding="utf-8")
-    head = "```yaml\n# examples/source/bowel-prep-example.yaml\n"
-    assert head in text
+    head = f"```{lang}\n# {path.relative_to(REPO).as_posix()}\n"
+    assert text.count(head) == 1, f"CONTRIBUTING.md shows {path.name} {text.count(head)} times"
     block = text[text.index(head) + len(head) :]
-    manifest = SOURCE / "bowel-prep-example.yaml"
-    assert block[: block.index("```\n")] == manifest.read_text(encoding="utf-8")
+    assert block[: block.index("```\n")] == path.read_text(encoding="utf-8")
+
+
+def test_every_example_is_run_here():
+    """A new file under examples/ gets a test here (the notebook has its own)."""
+    here = Path(__file__).read_text(encoding="utf-8")
+    files = [p for p in EXAMPLES.rglob("*") if p.is_file() and p.suffix in (".py", ".yaml")]
+    named = {p for p in files if re.search(rf"\b{re.escape(p.stem)}\b", here) or p.name in here}
+    assert sorted(map(str, set(files) - named)) == []
