@@ -58,8 +58,9 @@ def weighted_order(texts: Sequence[str], weights: np.ndarray, rng) -> list[str]:
 
 
 def owed_order(ranked: Sequence[str], ledger: FrequencyLedger, n_options: int, hardness: float):
-    """``ranked`` (most similar first) reordered by ``owed - hardness x rank``, ties by rank:
-    with an empty ledger the visual order itself, and a text owed showings climbs past more
-    similar texts the more it is owed (``hardness`` showings per rank it climbs)."""
-    keyed = [(-(ledger.owed(t, n_options) - hardness * r), r, t) for r, t in enumerate(ranked)]
+    """``ranked`` (most similar first) reordered by ``owed - hardness x (n_options - 1) x
+    rank``, ties by rank: with an empty ledger the visual order itself; a text climbs one rank
+    past a more similar one per ``hardness`` answers' worth of showings it is owed more."""
+    step = hardness * (n_options - 1)
+    keyed = [(-(ledger.owed(t, n_options) - step * r), r, t) for r, t in enumerate(ranked)]
     return [t for *_, t in sorted(keyed)]

@@ -169,8 +169,8 @@ def choose_top(
 @dataclass(frozen=True)
 class Balance:
     """How a visual sampler trades hardness for distractor frequency (issue 32.2): the
-    distractors are chosen among the ``breadth x need`` most similar classes, a class owed
-    showings climbing ``1 / hardness`` ranks per showing owed."""
+    distractors are chosen among the ``breadth x need`` most similar classes, a class climbing
+    one rank per ``hardness`` answers' worth (``n_options - 1`` showings) it is owed."""
 
     breadth: float = 2.0
     hardness: float = 1.0

@@ -92,7 +92,9 @@ def test_ledger_counts_and_weights():
     assert sorted(order) == ["q", "x", "y"]
     # the visual order: similarity rank first while nothing is owed, then the owed climb
     assert owed_order(["a", "b", "c"], FrequencyLedger(), 4, 1.0) == ["a", "b", "c"]
-    assert owed_order(["y", "q", "x"], ledger, 4, 1.0) == ["x", "q", "y"]
+    # x is owed 6 (two answers), y -2, q 0; a rank costs one answer's worth (3 showings)
+    assert owed_order(["y", "q", "x"], ledger, 4, 1.0) == ["x", "y", "q"]
+    assert owed_order(["y", "q", "x"], ledger, 4, 3.0) == ["y", "q", "x"]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +130,7 @@ def test_visual_samplers_balance_frequency_and_keep_look_alikes(name, blobs):
     twin = {"finding a": "finding b", "finding b": "finding a"}
     twin |= {"finding c": "finding d", "finding d": "finding c"}
     kept = np.mean([twin[t] in opts for t, opts in new if t in twin])
-    assert kept >= 0.9
+    assert kept >= 0.95
     assert np.mean([twin[t] in opts for t, opts in old if t in twin]) == 1.0
 
 
