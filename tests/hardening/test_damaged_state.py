@@ -233,7 +233,11 @@ def test_review_decisions_nested_without_end_are_one_line(build, tmp_path):
     assert (build / "build.json").read_bytes() == before
 
 
-def test_a_rerun_over_a_damaged_stage_names_the_folder_to_delete(build, reference):
+def test_a_rerun_over_a_damaged_stage_names_the_folder_to_delete(reference, tmp_path):
+    # built in place, not copied: the demo's data lives in its build folder, and a moved
+    # root is a new conversion (the sample table records its root), not a reuse
+    build = tmp_path / "build"
+    assert _cli(["run", DEMO, "-o", str(build), "-q", *SMALL])[0] == 0
     items = _items_path(build)
     items.chmod(0o644)
     items.write_bytes(b"PAR1" + os.urandom(3000))
