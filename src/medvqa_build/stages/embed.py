@@ -87,9 +87,15 @@ class Embed(Stage):
         recipe, executor = ctx.recipe, ctx.executor
         embedder = _embedder(ctx)
         demand = plan_demand(recipe, ctx.samples, everything=self._curate_needs(ctx))
-        paths, ids, failed, total = _paths_to_embed(
-            ctx.samples, ctx.roots, out / "frames", ctx.progress, demand.wants
+        if demand.ids is None:
+            samples, total = ctx.samples, None
+        else:  # read only the rows of the demanded samples, in id order
+            found = ctx.samples.get(demand.ids)
+            samples, total = [found[i] for i in sorted(found)], len(ctx.samples)
+        paths, ids, failed, seen = _paths_to_embed(
+            samples, ctx.roots, out / "frames", ctx.progress, demand.wants
         )
+        total = seen if total is None else total
 
         def embed_all(paths: PackedStrings) -> np.ndarray:
             # written straight into the stage's .npy (memory-mapped), never all in memory
@@ -177,7 +183,8 @@ def with_item_samples(ctx: BuildContext, items: Iterable) -> Mapping[str, np.nda
     if not need:
         return emb
     found = ctx.samples.get(need)
-    with tempfile.TemporaryDirectory(prefix="medvqa-items-") as tmp:
+    # in the build folder: an executor's workers on other hosts read the decoded frames too
+    with tempfile.TemporaryDirectory(prefix=".difficulty-frames-", dir=ctx.out) as tmp:
         samples = [found[s] for s in need if s in found]
         paths, ids, _, _ = _paths_to_embed(samples, ctx.roots, Path(tmp), False, lambda _: True)
         embedder = _embedder(ctx)
