@@ -228,6 +228,7 @@ def dataset_card(
     name: str,
     configs: list[dict],
     validation: dict,
+    *,
     dataset_info: list[dict] | None = None,
     plots: Sequence[str] = (),
     config_items: dict[str, int] | None = None,

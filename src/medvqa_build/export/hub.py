@@ -287,12 +287,22 @@ def push(
         )
     folder = find_export(path, force)
     gate = check_licences(folder, permitted, annotations_only)
-    options = (private, revision, create_pr, max_commit_mb, retries, backoff_s, message)
+    options = dict(
+        private=private,
+        revision=revision,
+        create_pr=create_pr,
+        max_commit_mb=max_commit_mb,
+        retries=retries,
+        backoff_s=backoff_s,
+        message=message,
+        timeout_s=timeout_s,
+        progress=progress,
+    )
     if not gate.blocked:
-        return _push_folder(folder, repo_id, *options, timeout_s, progress)
+        return _push_folder(folder, repo_id, **options)
     with tempfile.TemporaryDirectory(prefix="medvqa-annotations-") as tmp:
         out = annotations_only_export(folder, gate, Path(tmp) / "hf")
-        result = _push_folder(out, repo_id, *options, timeout_s, progress)
+        result = _push_folder(out, repo_id, **options)
     result.withheld = list(gate.blocked)
     return result
 
@@ -300,6 +310,7 @@ def push(
 def _push_folder(
     folder,
     repo_id,
+    *,
     private,
     revision,
     create_pr,

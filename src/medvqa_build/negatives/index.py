@@ -207,21 +207,22 @@ class EmbeddingIndex:
         use_ivf = kind == "ivf" or (kind == "auto" and self.n > ivf_threshold)
         if use_ivf and self.n >= 1000:
             self._build_ivf(
-                nlist,
-                nprobe,
-                max_nprobe,
-                min_recall,
-                recall_sample,
-                recall_k,
-                train_per_centroid,
-                kmeans_iters,
-                seed,
+                nlist=nlist,
+                nprobe=nprobe,
+                max_nprobe=max_nprobe,
+                min_recall=min_recall,
+                recall_sample=recall_sample,
+                recall_k=recall_k,
+                train_per_centroid=train_per_centroid,
+                kmeans_iters=kmeans_iters,
+                seed=seed,
             )
 
     # -- build ----------------------------------------------------------------------------------
 
     def _build_ivf(
         self,
+        *,
         nlist,
         nprobe,
         max_nprobe,

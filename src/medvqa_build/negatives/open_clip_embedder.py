@@ -105,6 +105,7 @@ class OpenClipEmbedder:
         self,
         model_name: str,
         pretrained: str | None = None,
+        *,
         device: str = "auto",
         batch_size: int = 64,
         precision: str = "auto",

@@ -42,6 +42,7 @@ class VisualClassSampler:
 
     def __init__(
         self,
+        *,
         library_size: int | str = 200,
         aggregate: str = "max",
         topk: int = 5,

@@ -57,6 +57,7 @@ class VisualNeighborSampler:
 
     def __init__(
         self,
+        *,
         k: int = 64,
         same_source: bool = False,
         same_modality: bool = False,

@@ -19,6 +19,7 @@ def sample_distractor_boxes(
     height: int,
     n: int,
     rng: np.random.Generator,
+    *,
     max_iou: float = 0.1,
     avoid: Sequence[Sequence[float]] = (),
     size_jitter: float = 0.2,

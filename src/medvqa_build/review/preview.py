@@ -87,11 +87,22 @@ def write_preview(
     shown = _sampled_rows(items, sample, seed) if sample is not None else None
     head, tail = _template(getattr(recipe, "name", ""))
     with AtomicFile(out, "w", encoding="utf-8") as page:
-        _write_page(page.fh, head, tail, items, shown, samples, local, recipe, seed, progress)
+        _write_page(
+            page.fh,
+            head=head,
+            tail=tail,
+            items=items,
+            shown=shown,
+            samples=samples,
+            local=local,
+            recipe=recipe,
+            seed=seed,
+            progress=progress,
+        )
     return out
 
 
-def _write_page(fh, head, tail, items, shown, samples, local, recipe, seed, progress) -> None:
+def _write_page(fh, *, head, tail, items, shown, samples, local, recipe, seed, progress) -> None:
     """The page, its data written item by item (see :func:`write_preview`)."""
     # the data is json.dumps of {"build", "format", "items", "name"[, "sampled"]} with sorted
     # keys, as one dict would give it, written item by item

@@ -350,6 +350,7 @@ def convert_source(
     out: str | os.PathLike,
     verify: str = "header",
     progress: bool = True,
+    *,
     workers: int | None = None,
     executor=None,
     shards: int | None = None,

@@ -183,6 +183,7 @@ def pool_distractor_boxes(
     target: Sequence[float],
     n: int,
     rng: np.random.Generator,
+    *,
     max_iou: float = 0.1,
     avoid: Sequence[Sequence[float]] = (),
     max_tries: int = 2000,

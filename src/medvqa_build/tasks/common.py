@@ -36,6 +36,7 @@ def choice_item(
     ctx: GenContext,
     truth: str,
     distractors: Sequence[str],
+    *,
     question: str,
     template_id: str,
     strategy: str,
@@ -63,6 +64,29 @@ def choice_item(
             pool_size=len(distractors) if pool_size is None else pool_size,
         ),
         template_id=template_id,
+        **fields,
+    )
+
+
+def sampled_item(
+    cand: Candidate,
+    ctx: GenContext,
+    negatives: Negatives,
+    question: str,
+    template_id: str,
+    **fields,
+) -> Item:
+    """:func:`choice_item` on the candidate's truth with the distractors ``negatives`` that the
+    task's sampler gave (:func:`sampled_distractors`), recorded as it gave them."""
+    return choice_item(
+        cand,
+        ctx,
+        cand.truth,
+        negatives.candidates,
+        question=question,
+        template_id=template_id,
+        strategy=negatives.strategy,
+        pool_size=negatives.pool_size,
         **fields,
     )
 
@@ -138,8 +162,8 @@ def distractor_boxes(
                 cand.region.bbox,
                 n,
                 ctx.rng,
-                max_iou,
-                other_boxes(cand),
+                max_iou=max_iou,
+                avoid=other_boxes(cand),
                 jitter=float(params.get("box_jitter", 0.05)),
                 fresh=fresh,
             )

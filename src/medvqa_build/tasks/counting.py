@@ -123,7 +123,13 @@ class CountingTask(TaskGenerator):
                     template_id=template_id,
                 )
             return choice_item(
-                cand, ctx, cand.truth, distractors, question, template_id, "fixed_options"
+                cand,
+                ctx,
+                cand.truth,
+                distractors,
+                question=question,
+                template_id=template_id,
+                strategy="fixed_options",
             )
         n = int(cand.extra["count"])
         cap = int(self.params.get("max_count", self.default_max_count))
@@ -136,9 +142,9 @@ class CountingTask(TaskGenerator):
             ctx,
             cand.truth,
             [str(o) for o in others],
-            question,
-            template_id,
-            "rank_balanced_counts",
+            question=question,
+            template_id=template_id,
+            strategy="rank_balanced_counts",
             pool_size=max_count - min(lo, n),
         )
 

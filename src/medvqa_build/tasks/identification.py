@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..records import Item
 from .base import TASKS, Candidate, GenContext
-from .common import choice_item, sampled_distractors
+from .common import sampled_distractors, sampled_item
 from .image_classification import ImageClassification
 
 
@@ -85,13 +85,4 @@ class PreoperativeAssessment(ImageClassification):
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         negatives = sampled_distractors(cand, ctx, cand.truth, self.n_options)
         question, template_id = self.question(cand, index)
-        return choice_item(
-            cand,
-            ctx,
-            cand.truth,
-            negatives.candidates,
-            question,
-            template_id,
-            negatives.strategy,
-            negatives.pool_size,
-        )
+        return sampled_item(cand, ctx, negatives, question, template_id)

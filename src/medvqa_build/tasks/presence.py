@@ -106,4 +106,12 @@ class InstrumentPresence(TaskGenerator):
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         question, template_id = templated(self, index, tool=cand.extra["tool"])
         other = NO if cand.truth == YES else YES
-        return choice_item(cand, ctx, cand.truth, [other], question, template_id, "yes_no")
+        return choice_item(
+            cand,
+            ctx,
+            cand.truth,
+            [other],
+            question=question,
+            template_id=template_id,
+            strategy="yes_no",
+        )

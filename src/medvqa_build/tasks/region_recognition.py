@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ..geometry import iou
 from ..records import DrawnShape, Item, Sample
 from .base import TASKS, Candidate, GenContext, TaskGenerator
-from .common import choice_item, distractor_boxes, region_candidates, sampled_distractors
+from .common import distractor_boxes, region_candidates, sampled_distractors, sampled_item
 from .region_selection import COLOR_NAMES
 
 
@@ -96,15 +96,12 @@ class RegionRecognition(TaskGenerator):
         ]
         shapes = [shapes[i] for i in ctx.rng.permutation(len(shapes))]  # drawing order
         question, template_id = self.question(cand, index, colours[0], "multi")
-        return choice_item(
+        return sampled_item(
             cand,
             ctx,
-            cand.truth,
-            negatives.candidates,
+            negatives,
             question,
             template_id,
-            negatives.strategy,
-            negatives.pool_size,
             prompt_geometry=tuple(shapes),
         )
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ..records import Item, Sample
 from .attribute_classification import AttributeClassification, single_value
 from .base import TASKS, Candidate, GenContext
-from .common import choice_item, sampled_distractors, templated
+from .common import sampled_distractors, sampled_item, templated
 
 
 @TASKS.register("surgical_phase")
@@ -95,15 +95,12 @@ class InstrumentActivity(AttributeClassification):
         else:
             k = index % len(self.frame_templates)
             question, template_id = self.frame_templates[k], f"{self.name}/frame/{k}"
-        return choice_item(
+        return sampled_item(
             cand,
             ctx,
-            cand.truth,
-            negatives.candidates,
+            negatives,
             question,
             template_id,
-            negatives.strategy,
-            negatives.pool_size,
             prompt_geometry=self.prompt_shapes(cand, ctx.spec.prompt_level, "red"),
         )
 
