@@ -12,7 +12,7 @@ that show it, whatever its share of the answers. Samplers draw the texts they ow
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -27,15 +27,33 @@ class FrequencyLedger:
         self.answers: Counter[str] = Counter()
         self.distractors: Counter[str] = Counter()
         self.ranks: Counter[int] = Counter()  # the answer's rank among ordered options
+        self.items = 0  # items recorded
+        self.expected: dict[str, float] = {}  # planned answers per text (:meth:`expect`)
+        self.total = 0
 
-    def owed(self, text: str, n_options: int) -> int:
+    def expect(self, planned: Mapping[str, float], total: int) -> None:
+        """The task's planned answers per text and its planned item count: a text is then
+        owed its showings as the task goes, not only once its answers have come. Generation
+        takes answer classes in turn, so the largest classes' answers come last; owed only
+        after them, their showings could not be made up (a text that is the answer in the
+        last items can only be a distractor in those items)."""
+        self.expected = {t: float(v) for t, v in planned.items()}
+        self.total = int(total)
+
+    def owed(self, text: str, n_options: int) -> float:
         """Distractor showings ``text`` is owed: ``(n_options - 1)`` per time it was the
-        answer, less the times it was already a distractor (negative: shown too often)."""
-        return (n_options - 1) * self.answers[text] - self.distractors[text]
+        answer (or, with a plan, per answer it is due by now if that is more), less the times
+        it was already a distractor (negative: shown too often)."""
+        answered: float = self.answers[text]
+        if self.total > 0 and text in self.expected:
+            due = self.expected[text] * min(1.0, (self.items + 1) / self.total)
+            answered = max(answered, due)
+        return (n_options - 1) * answered - self.distractors[text]
 
     def record(self, truth: str, distractors: Iterable[str]) -> None:
         self.answers[truth] += 1
         self.distractors.update(distractors)
+        self.items += 1
 
     def weights(self, texts: Sequence[str], n_options: int) -> np.ndarray:
         """Draw weights: the showings owed (none below zero) plus one answer's worth,
@@ -64,3 +82,16 @@ def owed_order(ranked: Sequence[str], ledger: FrequencyLedger, n_options: int, h
     step = hardness * (n_options - 1)
     keyed = [(-(ledger.owed(t, n_options) - step * r), r, t) for r, t in enumerate(ranked)]
     return [t for *_, t in sorted(keyed)]
+
+
+def expected_answers(available: Mapping[str, int], total: int, level: int) -> dict[str, float]:
+    """Answers per class when classes are taken in turn up to ``total`` items, at most
+    ``level`` each: water-filling, ``min(available, L)`` with ``L`` the level that fills
+    ``total`` (fractional where the last round is partial)."""
+    counts = sorted((min(int(n), level), name) for name, n in available.items() if n > 0)
+    left, out = float(total), {}
+    for k, (n, name) in enumerate(counts):
+        share = left / (len(counts) - k)  # an even share of what is left
+        out[name] = float(min(n, share))
+        left -= out[name]
+    return out

@@ -35,6 +35,7 @@ from ..manifest import SourceManifest
 from ..media.video import VideoProblem
 from ..media.volume import VolumeProblem
 from ..negatives import SAMPLERS, NotEnoughOptions
+from ..negatives.frequency import expected_answers
 from ..negatives.placement import BalancedSlots
 from ..ontology import Ontology
 from ..recipe import BlindSpec, Recipe, TaskSpec
@@ -548,6 +549,9 @@ def _generate_task(task: _Task, run: _Run) -> None:
     quota = run.recipe.quota(spec)
     policy = policy_for(run.recipe, spec, task.gen.answer_is_truth)
     gate = BalanceGate(available, quota, policy, spec.name)
+    if task.gen.answer_is_truth and not policy.active:  # answers left skewed: distractor
+        planned = gate.allocation  # showings paced by the planned answers (issue 32.2)
+        ctx.ledger.expect(expected_answers(available, planned.total, planned.level), planned.total)
     repeats = AnswerRepeats(task.gen)  # one image, one answer text per task (issue 32.3)
     bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not run.progress, leave=False)
     todo: Sequence[int] = order

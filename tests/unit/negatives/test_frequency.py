@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 
 from medvqa_build.negatives import SAMPLERS, OptionRequest
-from medvqa_build.negatives.frequency import FrequencyLedger, owed_order, weighted_order
+from medvqa_build.negatives.frequency import (
+    FrequencyLedger,
+    expected_answers,
+    owed_order,
+    weighted_order,
+)
 
 LABELS = [f"finding {c}" for c in "abcdefgh"]
 SHARES = [0.25, 0.2, 0.15, 0.1, 0.1, 0.08, 0.06, 0.06]  # none above 1/4: neutral is reachable
@@ -161,3 +166,18 @@ def test_few_answers_per_text_do_not_give_each_other_away():
 
         picked += [min(opts, key=lambda o: (loo_share(o, t), o)) == t for t, opts in items]
     assert np.mean(picked) <= 0.55
+
+
+def test_planned_answers_pace_the_showings():
+    """Classes are taken in turn, so the largest class's answers come last; with the task's
+    plan its showings are owed from the start, as the task goes."""
+    planned = expected_answers({"a": 10, "b": 10, "c": 60, "d": 40}, 100, 2**62)
+    assert planned == {"a": 10.0, "b": 10.0, "c": 40.0, "d": 40.0}  # water-filled to 100
+    assert expected_answers({"a": 10, "c": 60}, 30, 12) == {"a": 10.0, "c": 12.0}
+    ledger = FrequencyLedger()
+    ledger.expect({"c": 40.0}, 100)
+    assert ledger.owed("c", 4) == pytest.approx(3 * 40 / 100)  # due before any answer
+    for _ in range(9):
+        ledger.record("a", ["b", "d", "e"])
+    assert ledger.owed("c", 4) == pytest.approx(3 * 40 * 10 / 100)
+    assert ledger.owed("a", 4) == 27  # no plan for a: its answers so far
