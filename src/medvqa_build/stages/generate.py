@@ -81,16 +81,22 @@ def _round_robin(truths: Sequence[str], rng, sources: Sequence[str] | None = Non
     return _round_robin_codes(ranks, rng, codes)
 
 
-def _by_source_turns(group: np.ndarray, sources: np.ndarray) -> np.ndarray:
-    """``group`` (candidate positions) reordered so that its sources take turns: the first
-    candidate of every source (in the order they first appear), then the second, ...; one
-    source leaves it as it is."""
+def _by_source_turns(group: np.ndarray, sources: np.ndarray, rng) -> np.ndarray:
+    """``group`` (candidate positions) reordered so that its sources take turns: one candidate
+    of every source, then a second, ...; within a turn the sources come in a seeded random
+    order, each as likely to come first whatever its size. One source leaves the group as it
+    is (and draws nothing)."""
     src = sources[group]
+    names = np.unique(src)
+    if len(names) < 2:
+        return group
     by_src = np.argsort(src, kind="stable")
     runs = np.flatnonzero(np.r_[True, src[by_src][1:] != src[by_src][:-1]])
     turn = np.empty(len(group), np.int64)
     turn[by_src] = np.arange(len(group)) - np.repeat(runs, np.diff(np.r_[runs, len(group)]))
-    return group[np.argsort(turn, kind="stable")]
+    priority = np.empty(int(names.max()) + 1, np.int64)
+    priority[names] = rng.permutation(len(names))
+    return group[np.lexsort((priority[src], turn))]
 
 
 def _round_robin_codes(ranks: np.ndarray, rng, sources: np.ndarray | None = None) -> np.ndarray:
@@ -105,7 +111,7 @@ def _round_robin_codes(ranks: np.ndarray, rng, sources: np.ndarray | None = None
         if n:
             group = by_rank[start : start + n][rng.permutation(n)]
             if sources is not None:  # every source of the task gets its turn (balance)
-                group = _by_source_turns(group, sources)
+                group = _by_source_turns(group, sources, rng)
             by_rank[start : start + n] = group
             depth[start : start + n] = np.arange(n)
             start += n
