@@ -81,7 +81,8 @@ class _SourceBoxes:
 
 class BoxPool:
     """The true boxes of a task's pool, per source: pixel box and image size, the finding,
-    the image they belong to and a draw weight; about 40 bytes a box."""
+    the image they belong to and a draw weight: about 70 bytes a box once frozen (about 150
+    while the scan collects them as tuples; measured with tracemalloc)."""
 
     def __init__(self, max_iou: float = 0.1) -> None:
         self.max_iou = float(max_iou)
