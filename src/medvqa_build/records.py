@@ -499,3 +499,14 @@ class QuarantineEntry:
     reason: str
     source: str = ""
     stage: str = "convert"
+
+
+def item_groups(item: Item, samples_by_id: dict[str, Sample], by: str = "group_id") -> list[str]:
+    """The groups an item belongs to; a sample without ``group_id`` is its own group (what
+    splits keep whole, and what validation checks they did)."""
+    out = []
+    for sid in item.sample_ids:
+        sample = samples_by_id.get(sid)
+        group = sample.group_id if (sample is not None and by == "group_id") else ""
+        out.append(f"{sample.source}:{group}" if group and sample is not None else f"sample:{sid}")
+    return out or [f"item:{item.item_id}"]

@@ -1,6 +1,7 @@
-"""The project's shared vocabularies, each defined once: answer letters, box
-coordinate formats, image reference schemes and the lumbar disc levels. (The prompt levels
-are the renderers that register as one: :func:`medvqa_build.render.prompt_levels`.)"""
+"""The project's shared vocabularies, each defined once: answer letters (and the chance of
+guessing one), box coordinate formats, image reference schemes and the lumbar disc levels.
+(The prompt levels are the renderers that register as one:
+:func:`medvqa_build.render.prompt_levels`.)"""
 
 from __future__ import annotations
 
@@ -27,6 +28,14 @@ LEVELS_ATTRIBUTE = "lesion_levels"
 def answer_letters(answer: str | None) -> list[str]:
     """``"A, C"`` -> ``["A", "C"]``: the letters of a single or multi-select answer."""
     return [a.strip() for a in (answer or "").split(",") if a.strip()]
+
+
+def option_chance(n_options: int, multi_select: bool = False) -> float:
+    """Expected accuracy of a uniform random guess: 1/n for an MCQ (SpineBench SDD: 5 options
+    -> 20 %); for multi-select, 1 / (2**n - 1) non-empty subsets (SLL over 5 levels: 1/31)."""
+    if n_options < 1:
+        raise ValueError("n_options must be positive")
+    return 1.0 / (2**n_options - 1) if multi_select else 1.0 / n_options
 
 
 def normalise_level(raw: str) -> str | None:

@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from ..records import Item, Sample
+from ..media.phash import hamming, phash_array, phash_bytes, phash_file
+from ..records import Item, Sample, item_groups
 from .dedup import DuplicateGroup, content_key, duplicates_of, find_duplicates
 from .facts import SampleFacts
-from .phash import hamming, phash_array, phash_bytes, phash_file
 from .select import kcenter_greedy, label_key, select_rows, select_samples, water_fill
 from .spec import CurateSpec, DedupSpec, SelectSpec, SplitSpec, parse_curate_spec
-from .splits import assign_splits_with, item_groups
+from .splits import assign_splits_with
 
 
 def curate_samples(

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..media.phash import near_pairs
 from ..negatives.index import EmbeddingIndex
 from ..records import Sample
 from ..store.row_file import RowFile
 from .facts import SampleFacts, content_key
-from .phash import near_pairs
 from .spec import DedupSpec
 
 __all__ = ["DuplicateGroup", "content_key", "duplicates_of", "find_duplicates"]

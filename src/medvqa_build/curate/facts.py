@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageProblem
+from ..media.phash import is_image_file, phash_file
 from ..records import Sample
 from ..store.atomic import file_sha256
 from ..store.packed import PackedStrings
-from .phash import is_image_file, phash_file
 from .spec import DedupSpec
 
 log = logging.getLogger(__name__)

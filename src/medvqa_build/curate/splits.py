@@ -27,16 +27,6 @@ def _stratum(item: Item, keys: Sequence[str]) -> tuple:
     return tuple(values[k] for k in keys)
 
 
-def item_groups(item: Item, samples_by_id: dict[str, Sample], by: str = "group_id") -> list[str]:
-    """The groups an item belongs to; a sample without ``group_id`` is its own group."""
-    out = []
-    for sid in item.sample_ids:
-        sample = samples_by_id.get(sid)
-        group = sample.group_id if (sample is not None and by == "group_id") else ""
-        out.append(f"{sample.source}:{group}" if group and sample is not None else f"sample:{sid}")
-    return out or [f"item:{item.item_id}"]
-
-
 class SplitPlan:
     """What assigning splits reads of each item, packed, fed one item at a time (the build
     streams its items to disk and rewrites them with :meth:`assign`'s splits): the stratum

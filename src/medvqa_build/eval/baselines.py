@@ -16,6 +16,7 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..records import Item
+from ..vocab import option_chance  # below export and eval: the card reports it too
 
 # EndoBench Table 1, "Random" row (reference/endobench.md 4.1), percent.
 ENDOBENCH_RANDOM: dict[str, float] = {
@@ -65,14 +66,6 @@ ENDOBENCH_TASK_ITEMS: dict[str, int] = {
     "Region Selection": 430,
     "Region Recognition": 1313,
 }
-
-
-def option_chance(n_options: int, multi_select: bool = False) -> float:
-    """Expected accuracy of a uniform random guess: 1/n for an MCQ (SpineBench SDD: 5 options
-    -> 20 %); for multi-select, 1 / (2**n - 1) non-empty subsets (SLL over 5 levels: 1/31)."""
-    if n_options < 1:
-        raise ValueError("n_options must be positive")
-    return 1.0 / (2**n_options - 1) if multi_select else 1.0 / n_options
 
 
 def _chance(n_options: int, multi_select: bool) -> float:

@@ -18,13 +18,12 @@ import yaml
 
 from .._version import __version__
 from ..curate.answer_spread import AnswerTally, spread_table
-from ..eval.baselines import option_chance
 from ..licences import combined_redistribution, size_category
 from ..manifest import SourceManifest
 from ..markdown import fenced, md_cell, md_text
 from ..records import Item
 from ..validate.blind import blind_table
-from ..vocab import answer_letters
+from ..vocab import answer_letters, option_chance
 from .common import is_grounding
 
 

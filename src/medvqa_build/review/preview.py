@@ -17,8 +17,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from ..curate.phash import is_image_file
 from ..errors import UsageError
+from ..media.phash import is_image_file
 from ..media.refs import source_ref
 from ..pipeline import BuildDir
 from ..records import Item, Sample

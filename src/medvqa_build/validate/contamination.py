@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..curate.phash import IMAGE_SUFFIXES, near_pairs, phash_bytes, sha256_bytes
 from ..errors import MedvqaError
+from ..media.phash import IMAGE_SUFFIXES, near_pairs, phash_bytes, sha256_bytes
 from ..records import Item
 from .rules import Problem
 

@@ -17,12 +17,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ..curate.splits import item_groups
 from ..errors import ImageProblem
 from ..geometry import box_problem, iou
 from ..media.image import check_image
 from ..ontology import Ontology
-from ..records import Item, Sample
+from ..records import Item, Sample, item_groups
 from ..render import prompt_levels
 from ..store.memory import release_freed_memory
 from ..store.tables import SampleTable, batched, sample_lookup

@@ -15,8 +15,8 @@ from medvqa_build.curate import (
     phash_file,
     water_fill,
 )
-from medvqa_build.curate.phash import hamming, near_pairs
 from medvqa_build.errors import RecipeError
+from medvqa_build.media.phash import hamming, near_pairs
 from medvqa_build.records import Item, Sample
 
 
