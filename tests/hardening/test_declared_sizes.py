@@ -50,6 +50,11 @@ def test_a_file_name_that_is_not_utf8_is_quarantined_escaped(tmp_path):
     assert (counts["converted"], counts["quarantined"]) == (3, 1)
     assert entry["file"] == "kvasir-dataset-v2/polyps/bad\\xff\\xfe.jpg"
     assert "not valid UTF-8" in entry["reason"]
+    looked = bounded_cli("inspect", "kvasir", tmp_path / "kvasir")  # the same scan, the same word
+    assert looked.returncode == 0 and "3 convert, 1 quarantined" in looked.stdout
+    assert "problem: kvasir-dataset-v2/polyps/bad\\xff\\xfe.jpg: file name is not valid" in (
+        looked.stdout
+    )
 
 
 # -- NIfTI headers that lie about their size -----------------------------------------------------

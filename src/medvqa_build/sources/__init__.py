@@ -22,7 +22,12 @@ from ..layouts.discovery import PartSpec, RootResolution, resolve_root
 from ..manifest import LayoutPart, SourceManifest
 from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
-from ..store.paths import LINKED_FOLDER_REASON, linked_folders_outside
+from ..store.paths import (
+    LINKED_FOLDER_REASON,
+    escaped_name,
+    linked_folders_outside,
+    undecodable_name,
+)
 from .synthetic_endo import write_synthetic_endo
 
 log = logging.getLogger(__name__)
@@ -219,7 +224,9 @@ class Source:
                 continue
             index = ctx.candidates_seen - 1 if shardable else count
             count += 1
-            if ctx.take_missing_labels() and isinstance(entry, Sample) and stats is not None:
+            missing = ctx.take_missing_labels()
+            entry = printable(entry, self.id)
+            if missing and isinstance(entry, Sample) and stats is not None:
                 stats.samples_missing_labels += 1
             if isinstance(entry, Sample) and entry.scene is None and entry.labels:
                 # the first label the manifest maps to a scene decides it
@@ -231,6 +238,24 @@ class Source:
         if stats is not None:
             stats.labels_missing.update(ctx.labels_missing)
             stats.notes.update(ctx.notes)
+
+
+UNDECODABLE_NAME = (
+    "file name is not valid UTF-8 (its bytes are shown escaped); rename the file to UTF-8, "
+    "e.g. with convmv"
+)
+
+
+def printable(entry: Sample | QuarantineEntry, source: str) -> Sample | QuarantineEntry:
+    """A file name is bytes: a sample whose file name is not UTF-8 (``os.walk`` gives it
+    with surrogates, which no Parquet or UTF-8 file holds) becomes a quarantine entry naming
+    it with its bytes escaped; a quarantine entry gets the same escaping."""
+    if isinstance(entry, Sample):
+        shown = undecodable_name(entry.image)
+        return entry if shown is None else QuarantineEntry(shown, UNDECODABLE_NAME, source)
+    if undecodable_name(entry.file) is None and undecodable_name(entry.reason) is None:
+        return entry
+    return QuarantineEntry(escaped_name(entry.file), escaped_name(entry.reason), entry.source)
 
 
 _AFTER_CANDIDATES = 1 << 40  # scan index of the entries that follow a part's candidates

@@ -45,10 +45,8 @@ from ..store.parquet import (
 )
 from ..store.paths import (
     contained_path,
-    escaped_name,
     path_problem,
     tree_fingerprint,
-    undecodable_name,
 )
 from ..store.quarantine import read_quarantine, write_quarantine
 from ..store.tables import SampleTable
@@ -114,23 +112,14 @@ def _checked_entries(
     """``(part, index, entry)`` of one shard; a sample whose file would leave the source root
     (a symbolic link to a file outside, an absolute path, a ``..``) becomes a quarantine entry
     here, whatever the layout, so no build reads outside the root; so does one whose size is
-    over ``max_pixels`` (a layout that reads sizes from somewhere other than an image header),
-    and one whose file name is not UTF-8 (named with its bytes escaped, see
-    :func:`~medvqa_build.store.paths.undecodable_name`)."""
+    over ``max_pixels`` (a layout that reads sizes from somewhere other than an image header).
+    One whose file name is not UTF-8 was quarantined by the scan itself
+    (:meth:`~medvqa_build.sources.Source.scan_part`)."""
     link_free: set[str] = set()  # folders already seen to hold no symbolic link
     scan = get_source(source_id).scan_indexed(
         root, verify, shard=shard, stats=stats, max_pixels=max_pixels
     )
     for part, index, entry in scan:
-        if isinstance(entry, Sample) and (shown := undecodable_name(entry.image)) is not None:
-            entry = QuarantineEntry(
-                shown,
-                "file name is not valid UTF-8 (its bytes are shown escaped); rename the file "
-                "to UTF-8, e.g. with convmv",
-                source_id,
-            )
-        elif isinstance(entry, QuarantineEntry):
-            entry = _printable(entry)
         if isinstance(entry, Sample):
             why = path_problem(root, entry.image, link_free)
             if why is None:
@@ -141,13 +130,6 @@ def _checked_entries(
             if why:
                 entry = QuarantineEntry(entry.image, why, source_id)
         yield part, index, entry
-
-
-def _printable(entry: QuarantineEntry) -> QuarantineEntry:
-    """``entry`` with any undecodable file-name bytes in its file or reason escaped."""
-    if undecodable_name(entry.file) is None and undecodable_name(entry.reason) is None:
-        return entry
-    return QuarantineEntry(escaped_name(entry.file), escaped_name(entry.reason), entry.source)
 
 
 # -- one shard ---------------------------------------------------------------------------------
