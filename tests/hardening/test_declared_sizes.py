@@ -366,3 +366,18 @@ def test_a_box_file_padded_with_nul_quarantines_its_image_only(tmp_path):
     counts, (entry,) = converted(out)
     assert counts["converted"] > 0
     assert f"box file {box_file.name} holds a NUL byte" in entry["reason"]
+
+
+def test_a_column_named_twice_in_a_csv_read_table_is_one_line(tmp_path):
+    """Kvasir-Capsule's metadata.csv is read with ``csv`` (which keeps the last of two
+    columns of one name, pandas the first): either way one silently wins, so it is refused."""
+    from ..fixtures.sources import kvasir_capsule
+
+    root = kvasir_capsule.write(tmp_path / "kc")
+    table = root / "metadata.csv"
+    header, rest = table.read_text().split("\n", 1)
+    table.write_text(header + ";finding_class\n" + rest)
+    proc = bounded_cli("convert", "kvasir-capsule", root, "-o", tmp_path / "s.parquet", "-q")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.error_lines()
+    assert "metadata.csv names column(s) ['finding_class'] more than once" in line
