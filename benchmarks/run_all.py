@@ -37,6 +37,7 @@ QUICK: dict[str, list[str]] = {
     "neighbor_memory": ["--sizes", "3000,30000", "--queries", "300", "--memory-mib", "16"],
     "noop_rerun": ["--reruns", "5"],
     "offline_embed": ["--images", "300", "--repeats", "5"],
+    "raw_scaling": ["--sizes", "600,1200", "--unique", "100", "--skip-all"],
     "rebuild": ["--images", "500"],
     "render": ["--images", "30", "--repeat", "2"],
     "scaling": ["--sizes", "300,1000,3000"],
