@@ -129,15 +129,22 @@ class BoxPool:
         """The boxes a distractor of ``sample``'s ``label`` box is drawn from, as rows of
         ``x1, y1, x2, y2, width, height``, and their draw weights: the source's boxes of that
         finding in other images, or all its boxes in other images when those are fewer than
-        :data:`MIN_POOL`."""
+        :data:`MIN_POOL`, or the boxes of every source of the task when the source itself
+        has fewer (a small source, say three CVC frames, would otherwise lose every item)."""
+        owner = _owner(sample.sample_id)
         boxes = self._frozen.get(sample.source)
-        if boxes is None:
+        if boxes is not None:
+            other = boxes.owners != owner
+            code = boxes.names.index(label) if label in boxes.names else -1
+            same = other & (boxes.labels == code)
+            keep = same if same.sum() >= MIN_POOL else other
+            if keep.sum() >= MIN_POOL:
+                return boxes.rows[keep], boxes.weights[keep]
+        rows = [b.rows[b.owners != owner] for _, b in sorted(self._frozen.items())]
+        weights = [b.weights[b.owners != owner] for _, b in sorted(self._frozen.items())]
+        if not rows:
             return np.zeros((0, 6)), np.zeros(0)
-        other = boxes.owners != _owner(sample.sample_id)
-        code = boxes.names.index(label) if label in boxes.names else -1
-        same = other & (boxes.labels == code)
-        keep = same if same.sum() >= MIN_POOL else other
-        return boxes.rows[keep], boxes.weights[keep]
+        return np.concatenate(rows), np.concatenate(weights)
 
 
 class ScansBoxes:
@@ -201,7 +208,7 @@ def pool_distractor_boxes(
     again would be one too, so every box text is shown once."""
     rows, weights = pool.candidates(sample, label)
     if not len(rows):
-        raise ValueError(f"no box of another image of source {sample.source!r} to draw from")
+        raise ValueError(f"no box of another image of the task's sources to draw from")
     taken = np.array([target, *avoid], dtype=np.float64).reshape(-1, 4)
     found: list[Box] = []
     p = weights / weights.sum()

@@ -173,7 +173,13 @@ def test_pool_draws_from_other_images_of_the_same_finding():
     assert len(rows) == 9 and len(weights) == 9 and (rows[:, 0] != 0).all()  # not its own box
     rows, _ = pool.candidates(ulcers[0], "ulcer")  # 2 other ulcers are too few: every finding
     assert len(rows) == 12
-    assert len(pool.candidates(_sample("x", source="other"), "polyp")[0]) == 0
+    # a source with fewer than MIN_POOL boxes of its own draws from every source of the task
+    assert len(pool.candidates(_sample("x", source="other"), "polyp")[0]) == 13
+    small = [_sample(f"c{i}", boxes=[(5, 5, 95, 95)], source="cvc") for i in range(3)]
+    pool = BoxPool.of(polyps + small)
+    rows, _ = pool.candidates(small[0], "polyp")
+    assert len(rows) == 12 and (rows[:, 2] - rows[:, 0] < 90).sum() == 10  # its 2 + 10 polyps
+    assert len(BoxPool.of([]).candidates(small[0], "polyp")[0]) == 0
 
 
 def test_boxes_are_scaled_to_the_image_and_clear_the_target():
