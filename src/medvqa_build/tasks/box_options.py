@@ -208,7 +208,7 @@ def pool_distractor_boxes(
     again would be one too, so every box text is shown once."""
     rows, weights = pool.candidates(sample, label)
     if not len(rows):
-        raise ValueError(f"no box of another image of the task's sources to draw from")
+        raise ValueError("no box of another image of the task's sources to draw from")
     taken = np.array([target, *avoid], dtype=np.float64).reshape(-1, 4)
     found: list[Box] = []
     p = weights / weights.sum()
