@@ -49,6 +49,11 @@ class DamagedFile(MedvqaError):
     """A file the project wrote (a build's table, ``build.json``) was changed or cut since."""
 
 
+class ClusterLost(MedvqaError):
+    """The Ray cluster, its head or the connection to it was lost while a stage ran; finished
+    stages are kept, so a rerun resumes."""
+
+
 class ValidationFailed(MedvqaError):
     """A build violates checks; exit code 1 (not a usage error)."""
 

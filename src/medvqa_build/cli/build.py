@@ -191,13 +191,22 @@ def _cmd_run(args) -> int:
         allow_missing=args.allow_missing,
         workers=args.workers,
         executor=args.executor,
-        executor_options={"address": args.ray_address} if args.ray_address else None,
+        executor_options=_executor_options(args, out_dir),
     )
     print("\n".join(_run_lines(result, out_dir)))
     if key is not None and out_dir == out:
         rerun = head + _run_lines(result, out_dir, as_rerun=True)
         noop.record(out_dir, key, rerun, _roots(recipe), result.reused_report_text())
     return 0
+
+
+def _executor_options(args, out_dir: Path) -> dict | None:
+    """The Ray executor joins ``--ray-address`` and keeps Ray's C++ log lines in
+    ``<out>/logs/ray.log`` instead of the terminal."""
+    if args.executor != "ray":
+        return None
+    options = {"log_file": out_dir / "logs" / "ray.log"}
+    return options | ({"address": args.ray_address} if args.ray_address else {})
 
 
 def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:

@@ -11,16 +11,23 @@ it (an open_clip id includes its device-dependent precision), for the embedding 
 Tasks write their outputs (Parquet shards, image files) into the stage folder themselves, so
 on a multi-node cluster the build folder and the source roots must be on a filesystem that
 every node mounts at the same path (see ``docs/cluster.md``). Needs the ``[ray]`` extra.
+
+Losing the cluster (its head, a node, the connection) while a stage waits on it raises one
+:class:`~medvqa_build.errors.ClusterLost` naming the stage and what was lost, within seconds
+(:mod:`.ray_health`); the option ``log_file`` keeps Ray's C++ log lines off the terminal
+(:mod:`.stderr_file`), and worker output stays in Ray's own session logs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
-import socket
+import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -28,9 +35,11 @@ import ray
 import ray.data
 from ray.util.debug import log_once
 
-from ..errors import UsageError
+from ..errors import ClusterLost, UsageError
 from ..negatives import make_embedder
 from . import Executor
+from .ray_health import HeadLost, HeadLostInterrupt, Watchdog, host_port, speaks_grpc
+from .stderr_file import StderrToFile
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -121,21 +130,59 @@ def _actor_pool(gpus: int, workers: int, n_chunks: int) -> tuple[int, dict[str, 
 
 
 def _check_reachable(address: str | None, timeout: float = 5.0) -> str | None:
-    """Why a ``host:port`` cluster address cannot be reached (``None`` when it can, or when
-    the address is ``auto``, ``local``, ``ray://...`` or not given)."""
-    if not address or address in ("auto", "local") or "://" in address:
+    """Why a ``host:port`` (or ``ray://host:port``) cluster address is not a reachable Ray
+    head (``None`` when it is, or when the address is ``auto``, ``local`` or not given)."""
+    if not address or address in ("auto", "local"):
         return None
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
+    hp = host_port(address)
+    if hp is None:
         return f"{address!r} is not host:port"
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
-            return None
-    except OSError as exc:
-        return f"{type(exc).__name__}: {exc}"
+    if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+        return None  # a TLS head does not answer plain HTTP/2
+    return speaks_grpc(*hp, timeout=timeout)
 
 
-def _in_order(rows: Iterator[dict[str, Any]], n: int) -> Iterator[Any]:
+# what each of Ray's errors says was lost, by class name (most specific first)
+_LOST = (
+    ("NodeDiedError", "a node of the cluster"),
+    ("LocalRayletDiedError", "this machine's Ray node (raylet)"),
+    ("WorkerCrashedError", "a Ray worker process"),
+    ("RayActorError", "an actor (a worker process or its node)"),
+    ("OwnerDiedError", "the process that owned the results"),
+    ("ObjectLostError", "results stored on a node"),
+    ("GetTimeoutError", "the cluster's answers (timed out)"),
+    ("RaySystemError", "the connection to the cluster"),
+    ("RpcError", "the connection to the cluster"),
+    ("ConnectionError", "the connection to the cluster"),
+    ("TimeoutError", "the cluster's answers (timed out)"),
+    ("RayError", "part of the cluster"),
+)
+
+
+def what_was_lost(exc: BaseException) -> str | None:
+    """What ``exc`` (raised by Ray while waiting for results) says was lost, or None when it
+    is not a cluster failure (it then propagates as it is)."""
+    names = {c.__name__ for c in type(exc).__mro__}
+    what = next((w for name, w in _LOST if name in names), None)
+    if what is None and exc.__cause__ is not None:
+        return what_was_lost(exc.__cause__)
+    if what is None:
+        return None
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{what}: {type(exc).__name__}" + (f": {first[:200]}" if first else "")
+
+
+def lost_line(stage: str, what: str) -> ClusterLost:
+    return ClusterLost(
+        f"the Ray cluster failed during the {stage} stage: lost {what}",
+        fix="restart the cluster (check it with `ray status`, on a token-auth cluster with "
+        "RAY_AUTH_MODE=token) and rerun the same command, or rerun with --executor local: "
+        f"finished stages are reused and {stage} starts again",
+    )
+
+
+def _in_order(rows: Iterable[dict[str, Any]], n: int) -> Iterator[Any]:
     """Results by index ``0..n-1`` (rows come in order; a buffer covers any that do not)."""
     pending: dict[int, bytes] = {}
     nxt = 0
@@ -154,7 +201,8 @@ class RayExecutor(Executor):
     ``address`` (option): ``None`` starts a new local Ray with ``workers`` CPUs (unless Ray is
     already initialised in this process, or ``RAY_ADDRESS`` names a cluster); ``"auto"``,
     ``"host:port"`` or ``"ray://host:port"`` joins a running cluster. ``close()`` shuts down
-    only a Ray this executor started.
+    only a Ray this executor started. ``log_file`` (option): where Ray's C++ log lines go
+    instead of the terminal while the executor is open.
     """
 
     name = "ray"
@@ -163,9 +211,18 @@ class RayExecutor(Executor):
         super().__init__(workers, **options)
         self.address = options.get("address")
         self._started = False
-        self._connect(workers)
-        if not workers:  # default: every CPU of the cluster
-            self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._watchdog: Watchdog | None = None
+        log_file = options.get("log_file")
+        self._stderr = StderrToFile(log_file).open() if log_file else None
+        try:
+            self._connect(workers)
+            self._watch()
+            if not workers:  # default: every CPU of the cluster
+                cpus = self._call("start", ray.cluster_resources).get("CPU", 1)
+                self.workers = max(1, int(cpus))
+        except BaseException:
+            self.close()
+            raise
 
     def _connect(self, workers: int | None) -> None:
         if ray.is_initialized():
@@ -174,6 +231,7 @@ class RayExecutor(Executor):
             "include_dashboard": False,
             "logging_level": logging.WARNING,
             "configure_logging": True,
+            "log_to_driver": False,  # worker output stays in Ray's session logs
         }
         address = self.address
         if address is None and not os.environ.get("RAY_ADDRESS"):
@@ -202,6 +260,45 @@ class RayExecutor(Executor):
             auth_log.setLevel(level)
         self._started = True
 
+    def _watch(self) -> None:
+        """Start the watchdog on the head this driver talks to (the GCS, or the Ray Client
+        server of a ``ray://`` address)."""
+        if self.address and self.address.startswith("ray://"):
+            hp, what = host_port(self.address), "the Ray Client server"
+        else:
+            try:
+                hp, what = host_port(ray.get_runtime_context().gcs_address), "the Ray head"
+            except Exception:  # no GCS address to watch: Ray's own errors still translate
+                hp = None
+        if hp is not None:
+            self._watchdog = Watchdog(*hp, what=what)
+
+    def _call(self, stage: str, fn: Callable[[], R]) -> R:
+        """``fn()`` (a call into Ray); a lost head or Ray's error for a lost part of the
+        cluster becomes one ClusterLost naming ``stage``."""
+        dog = self._watchdog
+        try:
+            return dog.call(fn) if dog is not None else fn()
+        except HeadLost as lost:
+            raise lost_line(stage, str(lost)) from None
+        except Exception as exc:
+            what = what_was_lost(exc)
+            if what is None:
+                raise
+            # the head's loss explains a worker's: prefer the watchdog's verdict
+            lost = dog.wait_lost(2 * dog.period + 1) if dog is not None else None
+            raise lost_line(stage, lost or what) from None
+
+    def _rows(
+        self, dataset: Callable[[], ray.data.Dataset], stage: str
+    ) -> Iterator[dict[str, Any]]:
+        """The rows of the dataset ``dataset()`` builds; Ray's errors while building it or
+        fetching them become one ClusterLost."""
+        rows = self._call(stage, lambda: iter(dataset().iter_rows()))
+        end = object()
+        while (row := self._call(stage, lambda: next(rows, end))) is not end:
+            yield row
+
     def _dataset(self, payloads: list[bytes], column: str, **same: Any) -> ray.data.Dataset:
         # quiet: stages show their own progress; this marks Ray Data's "progress bars
         # disabled" notice as already given, and keeps its per-dataset INFO lines out
@@ -221,15 +318,18 @@ class RayExecutor(Executor):
         if not tasks:
             return
         payloads = [pickle.dumps((fn, task), protocol=_PROTOCOL) for task in tasks]
-        ds = self._dataset(payloads, "task").map_batches(
-            _run_tasks,
-            batch_size=1,
-            batch_format="numpy",
-            compute=ray.data.TaskPoolStrategy(size=min(self.workers, len(tasks))),
-            num_cpus=1,
-            udf_modifying_row_count=False,
-        )
-        yield from _in_order(ds.iter_rows(), len(tasks))
+
+        def dataset() -> ray.data.Dataset:
+            return self._dataset(payloads, "task").map_batches(
+                _run_tasks,
+                batch_size=1,
+                batch_format="numpy",
+                compute=ray.data.TaskPoolStrategy(size=min(self.workers, len(tasks))),
+                num_cpus=1,
+                udf_modifying_row_count=False,
+            )
+
+        yield from _in_order(self._rows(dataset, _stage_of(fn)), len(tasks))
 
     def embed_chunks(
         self, embedder_spec: str | Mapping[str, Any], chunks: Sequence[Sequence[str]]
@@ -237,33 +337,91 @@ class RayExecutor(Executor):
         chunks = [[str(p) for p in chunk] for chunk in chunks]
         if not chunks:
             return
-        gpus = int(ray.cluster_resources().get("GPU", 0))
+        gpus = int(self._call("embed", ray.cluster_resources).get("GPU", 0))
         size, resources = _actor_pool(gpus, self.workers, len(chunks))
         payloads = [pickle.dumps(chunk, protocol=_PROTOCOL) for chunk in chunks]
         spec = pickle.dumps(embedder_spec, protocol=_PROTOCOL)
-        ds = self._dataset(payloads, "paths", spec=spec).map_batches(
-            _EmbedActor,
-            batch_size=1,
-            batch_format="numpy",
-            compute=ray.data.ActorPoolStrategy(size=size),
-            udf_modifying_row_count=False,
-            **resources,
-        )
-        yield from _in_order(ds.iter_rows(), len(chunks))
+
+        def dataset() -> ray.data.Dataset:
+            return self._dataset(payloads, "paths", spec=spec).map_batches(
+                _EmbedActor,
+                batch_size=1,
+                batch_format="numpy",
+                compute=ray.data.ActorPoolStrategy(size=size),
+                udf_modifying_row_count=False,
+                **resources,
+            )
+
+        yield from _in_order(self._rows(dataset, "embed"), len(chunks))
 
     def embedder_info(self, embedder_spec: str | Mapping[str, Any]) -> tuple[str, int]:
         """``(id, dim)`` of the embedder as the embedding actors will build it (on a GPU when
         the cluster has GPUs), so the cache is keyed by the embedder that computes."""
-        gpus = int(ray.cluster_resources().get("GPU", 0))
+        gpus = int(self._call("embed", ray.cluster_resources).get("GPU", 0))
         _, resources = _actor_pool(gpus, self.workers, 1)
         once = {"max_calls": 1} if gpus else {}  # a GPU worker exits after, freeing its GPU
         remote = ray.remote(**once, **resources)(_embedder_identity)
-        return _load_outcome(ray.get(remote.remote(pickle.dumps(embedder_spec))))
+        spec = pickle.dumps(embedder_spec)
+        return _load_outcome(self._call("embed", lambda: ray.get(remote.remote(spec))))
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+        if isinstance(exc, HeadLostInterrupt):
+            raise lost_line(_stage_in(tb), str(exc)) from None
 
     def close(self) -> None:
+        dog, self._watchdog = self._watchdog, None
+        if dog is not None:
+            dog.stop()
         if self._started:
-            ray.shutdown()
             self._started = False
+            if dog is not None and dog.lost:
+                _forget_lost_ray()
+            else:
+                ray.shutdown()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
 
 
-__all__ = ["RayExecutor", "RayTaskFailed"]
+def _stage_of(fn: Callable) -> str:
+    """The stage a task function belongs to, by its module (``...stages.render`` -> render)."""
+    module = getattr(fn, "__module__", "") or ""
+    return module.rsplit(".", 1)[-1] if ".stages." in module else "build"
+
+
+def _stage_in(tb) -> str:
+    """The stage whose code the traceback ``tb`` went through last (``stages/embed.py`` ->
+    embed), or "build"."""
+    stage = "build"
+    while tb is not None:
+        path = Path(tb.tb_frame.f_code.co_filename)
+        if path.parent.name == "stages" and path.stem not in ("base", "__init__"):
+            stage = path.stem
+        tb = tb.tb_next
+    return stage
+
+
+def _forget_lost_ray() -> None:
+    """After the head is gone, a normal ``ray.shutdown()`` (also the one at interpreter exit)
+    waits on it for a minute, and Ray's core crashes when Python tears it down: skip Ray's
+    exit hook, and at exit (this hook runs first) flush stdout and stderr and end the process
+    with :class:`ClusterLost`'s exit code."""
+    import atexit
+
+    atexit.unregister(ray.shutdown)
+    atexit.register(_exit_now, ClusterLost.exit_code)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _exit_now(code: int) -> None:
+    _flush()
+    os._exit(code)
+
+
+__all__ = ["RayExecutor", "RayTaskFailed", "lost_line", "what_was_lost"]
