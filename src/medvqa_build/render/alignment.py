@@ -195,10 +195,13 @@ def _clear_allowed(
     changed: np.ndarray,
     origin: tuple[int, int],
     channels: str = "rgb",
+    occluders: Sequence[str] = (),
 ) -> float | None:
     """Zero the pixels ``shape`` may change in ``changed`` (a map of the image's changed
     pixels whose top-left pixel is ``origin`` (x, y) of the image, covering ``rect``); return
-    the share of the shape's centre line that shows its colour (None: no line to check)."""
+    the share of the shape's centre line that shows its colour (None: no line to check).
+    A box's ring pixel painted in one of ``occluders`` (the colours of the shapes drawn after
+    it) counts as shown: overlapping option boxes are drawn in order and cover each other."""
     t = max(1, shape.thickness_px or 1)
     tol = TOLERANCE_PX
     if rect is None:
@@ -223,6 +226,8 @@ def _clear_allowed(
         if crop.size == 0:
             return None
         painted = _painted(crop, shape.color, channels)
+        for color in occluders:
+            painted = cv2.bitwise_or(painted, _painted(crop, color, channels))
         inner = painted[1:-1, 1:-1]
         shown = cv2.countNonZero(painted) - (cv2.countNonZero(inner) if inner.size else 0)
         return shown / (painted.size - inner.size)
@@ -340,7 +345,10 @@ def check_alignment(
     else:
         changed, at, union, full = _image_changes(clean, rendered, rects)
     for i, shape, rect, data in plans:
-        shown = _clear_allowed(shape, rect, data, rendered, changed, at, channels)
+        later = {s.color for s in shapes[i + 1 :] if s.color and s.color != shape.color}
+        shown = _clear_allowed(
+            shape, rect, data, rendered, changed, at, channels, tuple(sorted(later))
+        )
         if shown is not None and shown < MIN_COVERAGE:
             problems.append(
                 (

@@ -36,6 +36,22 @@ def test_multi_passes_with_overlaps(clean, disc, shape, to_region):
     assert check_alignment(clean, out.image, out.shapes, "item-1") == []
 
 
+def test_small_boxes_drawn_over_each_other_pass(clean):
+    # option boxes of a tiny frame, overlapping as a coverage build allows (IoU < 0.6): the
+    # boxes drawn later cover more than half of the first one's ring
+    marks = [
+        Mark(Region("a", bbox=(4, 4, 12, 12)), "blue"),
+        Mark(Region("b", bbox=(4, 7, 11, 15)), "red"),
+        Mark(Region("c", bbox=(3, 2, 12, 9)), "green"),
+    ]
+    out = render("multi", clean, marks, Style(thickness_px=2))
+    assert check_alignment(clean, out.image, out.shapes, "item-1") == []
+    # a box drawn last covers nothing of its own: left out, it is still caught
+    undrawn = render("multi", clean, marks[:2], Style(thickness_px=2))
+    problems = check_alignment(clean, undrawn.image, out.shapes, "item-1")
+    assert any("box shape 2" in p and "outline shows green" in p for p in problems)
+
+
 def test_catches_a_shifted_box(clean):
     out = render("box", clean, [Mark(Region("x", bbox=(20, 20, 60, 60)))], Style(thickness_px=2))
     shifted = replace(out.shapes[0], bbox=(25.0, 20.0, 65.0, 60.0))

@@ -272,6 +272,10 @@ def _ref_check(clean, rendered, shapes: Sequence[DrawnShape], item_id):
                 near = ndimage.distance_transform_edt(~painted) <= t / 2 + tol
                 shown = float(near[line].mean())
             else:
+                if shape.kind == "box":  # a ring pixel under a box drawn later counts as shown
+                    for later in shapes[i + 1 :]:
+                        if later.color in COLORS and later.color != shape.color:
+                            painted |= np.all(rendered == COLORS[later.color], axis=-1)
                 shown = float(painted[line].mean())
             if shown < alignment.MIN_COVERAGE:
                 problems.append(
