@@ -99,7 +99,6 @@ PUSH = """
     import medvqa_build.export.hub
     medvqa_build.export.hub.time.sleep = lambda s: None
     from medvqa_build.cli import main
-from medvqa_build.export import EXPORTERS
     rc = main(["push", sys.argv[1] if len(sys.argv) > 1 else {dir!r}, "me/demo", "-q", *{extra!r}])
     print("RC", rc)
 """
