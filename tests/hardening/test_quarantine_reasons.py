@@ -41,6 +41,10 @@ def test_a_class_folder_linked_from_outside_the_root_is_quarantined(tmp_path):
     assert entry["file"] == "kvasir-dataset-v2/ulcerative-colitis"
     assert "symbolic link to a folder outside the source root" in entry["reason"]
     assert "cp -rL" in entry["reason"]
+    looked = bounded_cli("inspect", "kvasir", tmp_path / "kvasir")
+    assert "problem: kvasir-dataset-v2/ulcerative-colitis: folder is a symbolic link" in (
+        looked.stdout
+    )
 
 
 def test_a_table_row_that_climbs_out_with_dotdot_says_so(tmp_path):

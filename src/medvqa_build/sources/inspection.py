@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..layouts.base import ScanContext
 from ..layouts.discovery import RootResolution
 from ..records import QuarantineEntry, Sample
+from ..store.paths import LINKED_FOLDER_REASON, linked_folders_outside
 from . import get_source
 
 PROBLEMS_SHOWN = 5  # quarantine reasons kept per part
@@ -94,6 +95,8 @@ class SourceInspection:
     resolution: RootResolution
     parts: list[PartInspection]
     lost: dict[str, list[str]]  # missing part -> capabilities no found part provides
+    # folders linked from outside the root: not followed, their files not read (see convert)
+    linked_out: list[str] = field(default_factory=list)
 
     @property
     def convert_command(self) -> str:
@@ -107,6 +110,7 @@ class SourceInspection:
             "parts": [p.to_dict() for p in self.parts],
             "missing_parts_lose": self.lost,
             "convert_command": self.convert_command,
+            "linked_out": self.linked_out,
         }
 
     def lines(self) -> list[str]:
@@ -134,6 +138,8 @@ class SourceInspection:
                 out.append("  labels left out (empty / not assessed): " + _top(p.labels_missing))
             for file, reason in p.problems:
                 out.append(f"  problem: {file}: {reason}")
+        for rel in self.linked_out:
+            out.append(f"problem: {rel}: {LINKED_FOLDER_REASON}")
         out.append(f"next: {self.convert_command}")
         return out
 
@@ -173,7 +179,8 @@ def inspect_source(
         parts.append(seen)
     have = source.capabilities(resolution.found)
     lost = {name: sorted(source.capabilities([name]) - have) for name in resolution.missing}
-    return SourceInspection(source_id, resolution, parts, lost)
+    linked = linked_folders_outside(resolution.root)
+    return SourceInspection(source_id, resolution, parts, lost, linked)
 
 
 __all__ = ["PartInspection", "SourceInspection", "inspect_source"]
