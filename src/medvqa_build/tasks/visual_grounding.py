@@ -54,9 +54,16 @@ class VisualGrounding(ScansBoxes, TaskGenerator):
             t = text(box)
             return not (ctx.ledger.answers[t] or ctx.ledger.distractors[t])
 
-        boxes = distractor_boxes(cand, ctx, n - 1, self.params, self.boxes, fresh)
         try:
             truth = text(cand.region.bbox)
+        except ValueError as exc:
+            raise ItemProblem(f"cannot write the box: {exc}") from None
+        if not fresh(cand.region.bbox):
+            # the same box in another frame or image: shown twice, its count would tell the
+            # answer (an answer's text would be seen more often than a distractor's)
+            raise ItemProblem(f"repeat: the box {truth} was already shown in this task")
+        boxes = distractor_boxes(cand, ctx, n - 1, self.params, self.boxes, fresh)
+        try:
             others = [text(b) for b in boxes]
         except ValueError as exc:
             raise ItemProblem(f"cannot write the box: {exc}") from None

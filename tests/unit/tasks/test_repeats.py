@@ -69,3 +69,33 @@ def test_box_and_colour_answers_are_never_repeats():
     assert per_task["Visual Grounding"] + sum(d["task"] == "vg" for d in result.dropped) == 2 * len(
         samples
     )
+
+
+def test_a_box_shown_before_in_the_task_is_not_an_answer_again():
+    # frames of one video often hold the same box: as answers, its text would be seen more
+    # often than any distractor's, and the count would tell the answer without the image
+    samples = []
+    for i in range(30):
+        x = 10.0 if i < 6 else 5.0 * (i % 6) + 40.0 * (i // 6 % 4)  # images 0-5: one box
+        y = 10.0 if i < 6 else 8.0 * (i % 5) + 30.0 * (i // 10)
+        samples.append(
+            Sample(
+                sample_id=f"synthetic-endo:v{i}",
+                source="synthetic-endo",
+                image=f"v{i}.jpg",
+                width=400,
+                height=400,
+                modality="endoscopy",
+                labels=("polyp",),
+                regions=(Region("polyp", (x, y, x + 30.0, y + 30.0)),),
+                group_id=f"g{i}",
+            )
+        )
+    spec = task("vg", "visual_grounding", SPATIAL, "Visual Grounding", quota=100)
+    result = run([spec], samples)
+    shown = Counter(o for i in result.items for o in i.options)
+    assert result.items and max(shown.values()) == 1  # every box text shown once in the task
+    again = [d for d in result.dropped if d["reason"].startswith("repeat: the box")]
+    assert len(again) >= 5  # the first of images 0-5 (or a distractor) shows the box first
+    assert "was already shown in this task" in again[0]["reason"]
+    assert len(result.items) + len(result.dropped) == 30
