@@ -167,8 +167,17 @@ def pick_items(
     of one of ``sources`` when given), in the drawn order. A table (anything with ``column``
     and ``rows``) is read two columns at a time and only the drawn rows are decoded; the same
     seed draws the same items."""
-    if hasattr(items, "column") and hasattr(items, "rows"):
+    table = hasattr(items, "column") and hasattr(items, "rows")
+    # a one-shot iterator is read into a list; anything that iterates again (an export's items)
+    # is read twice, keeping only two strings per item and then the drawn items
+    again = not table and iter(items) is not items
+    if table:
         tasks, of = items.column("task"), items.column("source")
+    elif again:
+        tasks, of = [], []
+        for i in items:
+            tasks.append(i.task)
+            of.append(i.source)
     else:
         items = list(items)
         tasks, of = [i.task for i in items], [i.source for i in items]
@@ -181,7 +190,13 @@ def pick_items(
     ]
     order = rng_for(seed, "show", task or "", source or "").permutation(len(rows))
     chosen = [rows[k] for k in order[: max(n, 0)]]
-    if not hasattr(items, "rows"):
+    if again:
+        wanted, kept = set(chosen), {}
+        for k, item in enumerate(items):
+            if k in wanted:
+                kept[k] = item
+        return [kept[k] for k in chosen]
+    if not table:
         return [items[k] for k in chosen]
     found = {}
     wanted = sorted(chosen)
