@@ -197,6 +197,7 @@ def pool_distractor_boxes(
     max_tries: int = 2000,
     jitter: float = 0.05,
     fresh: Callable[[Box], bool] | None = None,
+    larger: int | None = None,
 ) -> list[Box]:
     """``n`` boxes from ``pool`` (true boxes of other images, then recombined ones), each
     edge jittered by up to ``jitter`` of its side, with IoU below ``max_iou`` to ``target``,
@@ -205,12 +206,16 @@ def pool_distractor_boxes(
 
     ``fresh`` (default: any box) says whether a box's option text is new to the task: with
     unique answers, a text shown twice would be a distractor, and an answer's text shown
-    again would be one too, so every box text is shown once."""
+    again would be one too, so every box text is shown once. ``larger`` (None: any): how many
+    of the boxes are larger in area than ``target``, so a caller can spread the answer's size
+    rank evenly."""
     rows, weights = pool.candidates(sample, label)
     if not len(rows):
         raise ValueError("no box of another image of the task's sources to draw from")
     taken = np.array([target, *avoid], dtype=np.float64).reshape(-1, 4)
     found: list[Box] = []
+    area = (target[2] - target[0]) * (target[3] - target[1])
+    room = None if larger is None else {True: larger, False: n - larger}  # per side: still to find
     p = weights / weights.sum()
     for recombine in (False, True):
         for _ in range(0, max_tries, BATCH):
@@ -222,14 +227,21 @@ def pool_distractor_boxes(
             ok &= (_iou_matrix(boxes, taken) < max_iou).all(axis=1)
             for k in np.flatnonzero(ok).tolist():
                 box = tuple(float(v) for v in boxes[k])
+                side = (box[2] - box[0]) * (box[3] - box[1]) > area
+                if room is not None and not room[side]:
+                    continue
                 if all(iou(box, o) < max_iou for o in found) and (fresh is None or fresh(box)):
                     found.append(box)
+                    if room is not None:
+                        room[side] -= 1
                     if len(found) == n:
                         break
     if len(found) == n:
         return found
+    sized = "" if larger is None else f" ({larger} larger than the target)"
     raise ValueError(
-        f"found {len(found)} of {n} distractor boxes among {len(rows)} boxes of other images "
+        f"found {len(found)} of {n} distractor boxes{sized} among {len(rows)} boxes of other "
+        "images "
         f"with IoU < {max_iou} to the target and the image's regions; max_iou too strict or "
         "the target too large"
     )

@@ -143,12 +143,14 @@ def distractor_boxes(
     params: dict,
     pool: BoxPool | None = None,
     fresh: Callable[[tuple], bool] | None = None,
+    larger: int | None = None,
 ) -> list[tuple[float, ...]]:
     """``n`` boxes with IoU below ``params.max_iou`` (default 0.1) with the target, with every
     other true region and with each other; ItemProblem when none fit. With the task's
     ``pool`` (its true boxes, :mod:`.box_options`) they are true boxes of other images,
-    jittered by ``params.box_jitter`` (0.05) of their sides, whose text is ``fresh``; without
-    one, boxes of about the target's size (``params.size_jitter``) placed uniformly."""
+    jittered by ``params.box_jitter`` (0.05) of their sides, whose text is ``fresh``, and
+    ``larger`` of them (None: any number) larger than the target; without one, boxes of about
+    the target's size (``params.size_jitter``) placed uniformly."""
     if cand.region is None or cand.region.bbox is None:
         raise ItemProblem("the candidate has no region box")
     s = cand.sample
@@ -166,6 +168,7 @@ def distractor_boxes(
                 avoid=other_boxes(cand),
                 jitter=float(params.get("box_jitter", 0.05)),
                 fresh=fresh,
+                larger=larger,
             )
         return sample_distractor_boxes(
             cand.region.bbox,

@@ -209,3 +209,43 @@ def test_weights_favour_boxes_that_clear_few():
     outside = [k for k in range(len(grid)) if k not in inside]
     assert weights[-1] > weights[inside].min()
     assert weights[inside].min() > weights[outside].max()
+
+
+def test_the_answers_size_rank_is_spread_evenly():
+    # findings framed large: boxes drawn only for room would leave the answer the largest
+    samples = []
+    rng = np.random.default_rng(3)
+    for i in range(60):
+        side = float(rng.integers(20, 90))
+        x, y = (float(v) for v in rng.integers(0, 200 - int(side), 2))
+        samples.append(
+            Sample(
+                sample_id=f"synthetic-endo:s{i}",
+                source="synthetic-endo",
+                image=f"s{i}.jpg",
+                width=200,
+                height=200,
+                modality="endoscopy",
+                labels=("polyp",),
+                regions=(Region("polyp", (x, y, x + side, y + side)),),
+                group_id=f"g{i}",
+            )
+        )
+    for size_rank, spread in ((True, True), (False, False)):
+        spec = task("vg", "visual_grounding", SPATIAL, "Visual Grounding", quota=60,
+                    params={"size_rank": size_rank})  # fmt: skip
+        items = run([spec], samples).items
+        larger = np.bincount(
+            [
+                sum(_area(o) > _area(i.options[ord(i.answer) - 65]) for o in i.options)
+                for i in items
+            ],
+            minlength=4,
+        )
+        assert len(items) >= 40
+        assert (larger.max() - larger.min() <= 1) == spread, larger
+
+
+def _area(text: str) -> float:
+    x1, y1, x2, y2 = parse_box(text, "abs", 200, 200)
+    return (x2 - x1) * (y2 - y1)
