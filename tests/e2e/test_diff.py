@@ -142,3 +142,18 @@ def test_two_benchmarks_and_bad_input_exit_2(releases, capsys, tmp_path):
     assert code == 2 and "neither a build folder" in err
     code, _, err = _diff(capsys, releases / "new", other, "--fail-on", "lots")
     assert code == 2 and "--fail-on 'lots' is not a rule" in err
+
+
+def test_one_changed_quota_changes_only_its_task(releases, tmp_path, capsys):
+    # answer letters come from a stream per task: trimming one task moves no other item
+    recipe = yaml.safe_load((releases / "old.yaml").read_text())
+    recipe["tasks"][0]["quota"] = 16
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(recipe, sort_keys=False))
+    assert main(["run", str(tmp_path / "q.yaml"), "-o", str(tmp_path / "q"), "-q"]) == 0
+    code, out, _ = _diff(capsys, releases / "old", tmp_path / "q", "--json")
+    d = json.loads(out)
+    assert code == 0 and d["recipe"] == [{"key": "tasks[lesion-type].quota", "old": 20, "new": 16}]
+    assert d["items"]["changed"] == d["items"]["added"] == 0
+    assert d["items"]["removed"] == d["items"]["old"] - d["items"]["new"] > 0
+    removed = {t for t, r in d["per_task"].items() if r["removed"]}
+    assert len(removed) == 1  # the task of lesion-type only

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rng import rng_for
+
 
 def place_answer(
     truth: str,
@@ -21,14 +23,22 @@ def place_answer(
 
 
 class BalancedSlots:
-    """Per-(task, n_options) cycling through random permutations of answer positions."""
+    """Per-(task, n_options) cycling through random permutations of answer positions.
+
+    Each (task, n_options) draws from a stream of its own, derived from ``rng`` once: with one
+    shared stream, a quota changed in one task moved the answer letters of every task after it,
+    and a diff between two releases showed items changed that nothing about had changed."""
 
     def __init__(self, rng: np.random.Generator):
-        self._rng = rng
+        self._seed = int(rng.integers(2**62))
+        self._rngs: dict[tuple[str, int], np.random.Generator] = {}
         self._queues: dict[tuple[str, int], list[int]] = {}
 
     def next(self, task: str, n_options: int) -> int:
-        queue = self._queues.setdefault((task, n_options), [])
+        key = (task, n_options)
+        queue = self._queues.setdefault(key, [])
         if not queue:
-            queue.extend(int(i) for i in self._rng.permutation(n_options))
+            if key not in self._rngs:
+                self._rngs[key] = rng_for(self._seed, "answer-slots", task, n_options)
+            queue.extend(int(i) for i in self._rngs[key].permutation(n_options))
         return queue.pop()
