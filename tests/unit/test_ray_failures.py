@@ -7,6 +7,7 @@ What a real cluster did when its head was killed or stopped mid-build is in docs
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import threading
 import time
@@ -156,6 +157,7 @@ def fake_ray(monkeypatch):
         ),
     )
     monkeypatch.setattr(rx.ray, "cluster_resources", lambda: {"CPU": 2})
+    monkeypatch.setattr(rx.RayExecutor, "embedder_info", lambda self, spec: None)  # no ray.get
     monkeypatch.setattr(rx.ray, "shutdown", lambda: None)
     monkeypatch.setattr(rx, "_forget_lost_ray", lambda: forgotten.append(True))
     monkeypatch.setattr(_FakeDataset, "fail", None)
@@ -201,6 +203,7 @@ def test_a_node_lost_mid_stage_is_one_line_and_the_rerun_resumes(
     code, err = _run(out, capsys)
     assert code == 0 and err == []
     assert (out / "checksums.sha256").is_file()
+    assert not ray.is_initialized()  # all of it ran on the fake
 
 
 def test_a_head_lost_outside_any_ray_call_stops_the_build_in_one_line(
@@ -248,3 +251,39 @@ def test_a_lost_head_is_not_taken_for_a_bad_image(fake_ray, tmp_path):
                 time.sleep(0.05)
             except Exception:  # noqa: BLE001 (what a quarantine does)
                 pytest.fail("the interrupt was taken for a per-file error")
+
+
+def test_a_ray_client_address_without_ray_client_is_one_line(tmp_path, capsys, monkeypatch):
+    if importlib.util.find_spec("grpc") is not None:
+        pytest.skip("Ray Client (grpcio) is installed here")
+    monkeypatch.setattr(rx.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(rx.ray, "init", lambda *a, **k: pytest.fail("no ray.init"))
+    out = tmp_path / "build"
+    args = ["run", "recipes/demo.yaml", "-o", str(out), "--executor", "ray"]
+    assert main([*args, "--ray-address", "ray://127.0.0.1:10001"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "error: cannot connect to the Ray cluster at ray://127.0.0.1:10001: a ray:// address "
+        "needs Ray Client (grpcio), which the [ray] extra does not install — fix: run "
+        "medvqa-build on a node of the cluster with --ray-address auto"
+    )
+    assert not out.exists()
+
+
+def test_the_watchdog_also_watches_this_machines_node():
+    up = threading.Event()
+    up.set()
+    with socket.socket() as sock:  # a port nobody listens on: the raylet is gone
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dog = Watchdog(
+        "head",
+        6379,
+        what="the Ray head",
+        check=up.is_set,
+        period=0.05,
+        also=(("127.0.0.1", port, "this machine's Ray node (raylet)"),),
+    )
+    with pytest.raises(HeadLost, match=f"this machine's Ray node \\(raylet\\) at 127.0.0.1:{port}"):
+        dog.call(lambda: time.sleep(30))
+    dog.stop()

@@ -449,8 +449,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--ray-address",
         metavar="ADDR",
-        help="Ray cluster to join with --executor ray (e.g. auto, ray://head:10001); "
-        "default: start Ray locally",
+        help="Ray cluster to join with --executor ray: auto (the cluster of this node) or "
+        "HEAD_IP:6379; default: start Ray locally (docs/cluster.md)",
     )
     p.add_argument(
         "--allow-missing",

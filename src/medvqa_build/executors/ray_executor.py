@@ -21,6 +21,7 @@ Losing the cluster (its head, a node, the connection) while a stage waits on it 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import logging
 import os
 import pickle
@@ -243,7 +244,14 @@ class RayExecutor(Executor):
             "--ray-address auto on a cluster node); with token authentication set "
             "RAY_AUTH_MODE=token here too; or omit --ray-address for local mode"
         )
-        problem = _check_reachable(self.address)
+        if str(where).startswith("ray://") and importlib.util.find_spec("grpc") is None:
+            raise UsageError(
+                f"cannot connect to the Ray cluster at {where}: a ray:// address needs Ray "
+                "Client (grpcio), which the [ray] extra does not install",
+                fix="run medvqa-build on a node of the cluster with --ray-address auto (or "
+                "HEAD_IP:6379), see docs/cluster.md",
+            )
+        problem = _check_reachable(self.address or os.environ.get("RAY_ADDRESS"))
         if problem:
             raise UsageError(f"cannot connect to the Ray cluster at {where}: {problem}", fix=fix)
         auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
@@ -262,16 +270,19 @@ class RayExecutor(Executor):
 
     def _watch(self) -> None:
         """Start the watchdog on the head this driver talks to (the GCS, or the Ray Client
-        server of a ``ray://`` address)."""
-        if self.address and self.address.startswith("ray://"):
-            hp, what = host_port(self.address), "the Ray Client server"
-        else:
-            try:
-                hp, what = host_port(ray.get_runtime_context().gcs_address), "the Ray head"
-            except Exception:  # no GCS address to watch: Ray's own errors still translate
-                hp = None
+        server of a ``ray://`` address) and on this machine's Ray node, when it has one (a
+        `ray stop` ends the node first)."""
+        try:
+            hp, what = host_port(ray.get_runtime_context().gcs_address), "the Ray head"
+            node = ray._private.worker.global_worker.node
+            raylet = (node.node_ip_address, int(node.node_manager_port))
+            also = ((*raylet, "this machine's Ray node (raylet)"),)
+        except Exception:  # a Ray Client connection: watch its server
+            hp, what, also = None, "the Ray Client server", ()
+            if self.address and self.address.startswith("ray://"):
+                hp = host_port(self.address)
         if hp is not None:
-            self._watchdog = Watchdog(*hp, what=what)
+            self._watchdog = Watchdog(*hp, what=what, also=also)
 
     def _call(self, stage: str, fn: Callable[[], R]) -> R:
         """``fn()`` (a call into Ray); a lost head or Ray's error for a lost part of the

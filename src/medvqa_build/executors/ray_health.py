@@ -92,12 +92,25 @@ _SIGNAL = signal.SIGUSR2  # only simulated (``_thread.interrupt_main``): no proc
 
 
 class Watchdog:
-    """Checks ``host:port`` every :data:`PERIOD` seconds from a daemon thread; :attr:`lost`
-    says what was lost. ``check`` replaces the TCP check (tests)."""
+    """Checks ``host:port`` (and each ``(host, port, what)`` of ``also``) every
+    :data:`PERIOD` seconds from a daemon thread; :attr:`lost` says what was lost. ``check``
+    replaces the TCP check of ``host:port`` (tests)."""
 
-    def __init__(self, host: str, port: int, *, what: str, check=None, period: float = PERIOD):
-        self.host, self.port, self.what, self.period = host, port, what, period
-        self.check = check or (lambda: reachable(host, port, period))
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        what: str,
+        also: tuple[tuple[str, int, str], ...] = (),
+        check=None,
+        period: float = PERIOD,
+    ):
+        self.period = period
+        first = check or (lambda: reachable(host, port, period))
+        self.targets = [(host, port, what, first)] + [
+            (h, p, w, lambda h=h, p=p: reachable(h, p, period)) for h, p, w in also
+        ]
         self.lost: str | None = None
         self._stop = threading.Event()
         self._calls: queue.Queue = queue.Queue()
@@ -108,17 +121,17 @@ class Watchdog:
         self._thread.start()
 
     def _run(self) -> None:
-        misses = 0
+        misses = [0] * len(self.targets)
         while not self._stop.wait(self.period):
-            misses = 0 if self.check() else misses + 1
-            if misses >= MISSES:
-                self.lost = (
-                    f"{self.what} at {self.host}:{self.port} (no connection for "
-                    f"{misses * self.period:g} s)"
-                )
-                if self._old_handler is not None and not self._waiting:
-                    _thread.interrupt_main(_SIGNAL)
-                return
+            for n, (host, port, what, check) in enumerate(self.targets):
+                misses[n] = 0 if check() else misses[n] + 1
+                if misses[n] >= MISSES:
+                    self.lost = (
+                        f"{what} at {host}:{port} (no connection for {misses[n] * self.period:g} s)"
+                    )
+                    if self._old_handler is not None and not self._waiting:
+                        _thread.interrupt_main(_SIGNAL)
+                    return
 
     def _install(self):
         """Our handler for :data:`_SIGNAL` (only possible on the main thread; elsewhere the
