@@ -21,6 +21,8 @@ import re
 import shutil
 from pathlib import Path
 
+from ..store.damaged import damaged_fix
+
 MAX_LINE = 1000  # characters of one error line; the rest is cut and counted
 DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
@@ -58,16 +60,7 @@ def _parquet_line(message: str) -> str:
     first = message.strip().splitlines()[0] if message.strip() else "unreadable"
     found = _QUOTED_PATH.search(first)
     path = Path(found.group(1)) if found else None
-    stage = next(
-        (p for p in (path.parents if path else ()) if (p / "_SUCCESS.json").is_file()), None
-    )
-    fix = (
-        f"delete the stage folder {stage} and rerun `medvqa-build run`: the stage is rebuilt"
-        if stage is not None
-        else "it was changed or cut after it was written: write it again with the command "
-        "that made it"
-    )
-    return f"damaged Parquet file ({first}) — fix: {fix}"
+    return f"damaged Parquet file ({first}) — fix: {damaged_fix(path)}"
 
 
 def describe(exc: BaseException, args: argparse.Namespace) -> str | None:

@@ -14,6 +14,7 @@ from ..errors import DamagedFile
 from ..records import Item, Sample
 from ..schema import ITEM_SCHEMA, SAMPLE_SCHEMA
 from .atomic import atomic_path
+from .damaged import damaged_fix
 
 
 def samples_to_table(samples: Iterable[Sample]) -> pa.Table:
@@ -136,18 +137,9 @@ def write_samples(samples: Sequence[Sample], path: str | os.PathLike) -> Path:
 
 
 def damaged(path: str | os.PathLike | None, why: str) -> DamagedFile:
-    """The error for a Parquet file that cannot be read: the stage folder to delete when the
-    file is a build's (a stage is reused while its folder is there), else what wrote it."""
+    """The error for a Parquet file that cannot be read, with :func:`damaged_fix`."""
     path = Path(path) if path is not None else None
-    stage = next(
-        (p for p in (path.parents if path else ()) if (p / "_SUCCESS.json").is_file()), None
-    )
-    fix = (
-        f"delete the stage folder {stage} and rerun `medvqa-build run`: the stage is rebuilt"
-        if stage is not None
-        else "it was changed or cut after it was written: write it again with the command "
-        "that made it"
-    )
+    fix = damaged_fix(path)
     first = str(why).strip().splitlines()[0] if str(why).strip() else "unreadable"
     return DamagedFile(f"damaged Parquet file ({first})", where=str(path or ""), fix=fix)
 
