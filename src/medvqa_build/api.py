@@ -18,6 +18,7 @@ from .pipeline import BuildDir, BuildResult
 from .pipeline import build as _build
 from .pipeline.clean import Stale
 from .pipeline.clean import clean_build as _clean_build
+from .pipeline.recipes import read_recipe
 from .recipe import Recipe
 from .records import QuarantineEntry
 from .release import (
@@ -81,7 +82,7 @@ def quarantine_of(samples_path: str | os.PathLike) -> tuple[Path, list[Quarantin
 
 def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
     """Read and validate a recipe; ``overrides`` are ``key.path=value`` strings as in ``--set``."""
-    return Recipe.from_yaml(path, overrides)
+    return read_recipe(path, overrides)
 
 
 def build(

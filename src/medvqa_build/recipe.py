@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,23 +23,10 @@ from pydantic import (
 
 from .errors import RecipeError, describe_validation_error
 from .media.image import DEFAULT_MAX_PIXELS
-from .sources import all_sources
 from .store import yaml_text
 from .vocab import COORD_FORMATS
 
 SAMPLE_FILTER_KEYS = ("modality", "scene", "split", "source")
-
-
-# checks of the names a recipe gives that live in the plug-in registries (task generators,
-# negative strategies, export formats): each package registers its own at import, so the
-# recipe model sits below them and imports none
-_CHECKS: list[Callable[[Recipe, str], None]] = []
-
-
-def register_check(check: Callable[[Recipe, str], None]) -> Callable[[Recipe, str], None]:
-    """Run ``check(recipe, where)`` on every recipe read; it raises :class:`RecipeError`."""
-    _CHECKS.append(check)
-    return check
 
 
 class _Strict(BaseModel):
@@ -283,6 +269,9 @@ class Recipe(_Strict):
     def from_dict(
         cls, data: Any, overrides: list[str] | None = None, where: str = "recipe"
     ) -> Recipe:
+        """The recipe ``data`` describes, its keys and values checked. Names that live in the
+        plug-in registries (sources, generators, negative strategies, prompt levels, export
+        formats) are checked where the plug-ins are loaded: ``pipeline.recipes``."""
         if not isinstance(data, dict):
             raise RecipeError("a recipe must be a YAML mapping", where=where)
         for item in overrides or []:
@@ -299,22 +288,7 @@ class Recipe(_Strict):
                 where=where,
                 fix="see docs/recipes.md for every key and its allowed values",
             ) from None
-        recipe._check_names(where)
         return recipe
-
-    def _check_names(self, where: str) -> None:
-        """Names that live in registries: the sources here; generators, negative strategies
-        and export formats by the checks their packages register (:func:`register_check`)."""
-        known = all_sources()
-        for i, s in enumerate(self.sources):
-            if s.id not in known:
-                raise RecipeError(
-                    f"sources.{i}.id={s.id!r}: unknown source",
-                    where=where,
-                    fix="use one of: " + ", ".join(sorted(known)),
-                )
-        for check in _CHECKS:
-            check(self, where)
 
     def resolved_root(self, spec: SourceSpec) -> Path | None:
         """The source root with ``$VAR``/``${VAR}`` expanded; an unset variable is an error."""

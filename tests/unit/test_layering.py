@@ -38,7 +38,7 @@ LAYERS = {
 # their audit; evaluation reads exports. Shared helpers sit below all of them: content hashes
 # in media.phash, item groups in records, a guess's chance in vocab. Still against the issue's
 # order and not asserted: tasks import render (planned shapes; MedSG draws at generate time),
-# export.licence_gate reads the sources registry and recipe imports sources.
+# export.licence_gate reads the sources registry.
 DOMAIN = {
     "negatives": 0,
     "render": 0,

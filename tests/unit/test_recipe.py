@@ -7,6 +7,8 @@ import yaml
 
 from medvqa_build.cli import main
 from medvqa_build.errors import RecipeError
+from medvqa_build.pipeline import build
+from medvqa_build.pipeline.recipes import recipe_from_dict
 from medvqa_build.recipe import Recipe
 
 
@@ -55,7 +57,7 @@ def test_bad_values_are_named(demo, mutate, expected):
     data = copy.deepcopy(demo)
     mutate(data)
     with pytest.raises(RecipeError) as err:
-        Recipe.from_dict(data, where="demo.yaml")
+        recipe_from_dict(data, where="demo.yaml")
     message = str(err.value)
     assert "\n" not in message
     for part in expected:
@@ -111,10 +113,22 @@ def test_task_its_sources_cannot_feed_is_rejected_at_load(demo):
     data["sources"] = [{"id": "kvasir", "root": "/data/kvasir"}]
     data["tasks"] = [dict(data["tasks"][2], where={})]  # region recognition needs regions
     with pytest.raises(RecipeError) as err:
-        Recipe.from_dict(data, where="demo.yaml")
+        recipe_from_dict(data, where="demo.yaml")
     assert "tasks.0 (region-box)" in str(err.value) and "needs regions" in str(err.value)
 
 
 def test_quota_scale(demo):
     recipe = Recipe.from_dict(copy.deepcopy(demo), ["quota_scale=0.1"])
     assert [recipe.quota(t) for t in recipe.tasks] == [8, 4, 6, 3, 3, 4]
+
+
+def test_the_recipe_model_leaves_plugin_names_to_the_pipeline(demo, tmp_path):
+    """recipe.py imports no plug-in: a generator name is checked by pipeline.recipes (which
+    loads the plug-ins), and build() checks a Recipe made in Python the same way."""
+    data = copy.deepcopy(demo)
+    data["tasks"][0]["generator"] = "nope"
+    recipe = Recipe.from_dict(copy.deepcopy(data), where="demo.yaml")
+    assert recipe.tasks[0].generator == "nope"
+    with pytest.raises(RecipeError, match=r"tasks\.0\.generator='nope': unknown task generator"):
+        build(recipe, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()

@@ -12,11 +12,9 @@ from . import native as _native  # noqa: F401  (registers "medsg", "spinebench")
 
 # isort: on
 from ..errors import RecipeError
-from ..recipe import register_check
 from .base import EXPORTERS, ExportContext, Exporter, export
 
 
-@register_check
 def check_formats(recipe, where: str) -> None:
     """The recipe's ``export.formats`` are registered exporters."""
     bad = [v for v in recipe.export.formats if v not in EXPORTERS]

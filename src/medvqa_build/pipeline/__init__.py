@@ -34,6 +34,7 @@ from ..view import Gallery, pick_items, summary_html
 from .build_dir import BuildDir, report_text
 from .clean import CleanError, Stale, stale_stages
 from .no_items import stop_if_no_items
+from .recipes import check_plugin_names, read_recipe, recipe_from_dict
 from .report import BuildSummary, difficulty, report_json, report_markdown
 from .runner import run_stage
 
@@ -146,6 +147,7 @@ def build(
     ``executor`` (``local``: ``workers`` processes, default 1; ``ray``: a Ray cluster, default
     every CPU of it, see ``docs/cluster.md``); the outputs are identical whichever runs them.
     """
+    check_plugin_names(recipe)  # a Recipe made in Python was not read through read_recipe
     use_returning_memory_pool()
     limit_arenas()
     folder = BuildDir(out_dir)
@@ -211,4 +213,13 @@ def _report(folder: BuildDir, ctx: BuildContext, *, with_difficulty: bool) -> di
     return report
 
 
-__all__ = ["STAGES", "BuildDir", "BuildResult", "build", "run"]
+__all__ = [
+    "STAGES",
+    "BuildDir",
+    "BuildResult",
+    "build",
+    "check_plugin_names",
+    "read_recipe",
+    "recipe_from_dict",
+    "run",
+]

@@ -14,7 +14,6 @@ from . import point as _point  # noqa: F401  (registers "point")
 
 # isort: on
 from ..errors import RecipeError
-from ..recipe import register_check
 from .base import (
     COLORS,
     RENDERERS,
@@ -32,7 +31,6 @@ from .masks import load_region_mask, region_box
 from .resize import Resize, fit_max_side
 
 
-@register_check
 def check_prompt_levels(recipe, where: str) -> None:
     """Each task's ``prompt_level`` is a registered renderer that is a prompt level."""
     levels = prompt_levels()

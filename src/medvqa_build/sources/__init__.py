@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from ..errors import SourceError, UsageError
+from ..errors import RecipeError, SourceError, UsageError
 from ..layouts import ScanContext
 from ..layouts.base import Layout, make_layout
 from ..layouts.discovery import PartSpec, RootResolution, resolve_root
@@ -282,6 +282,18 @@ def _load_all(dirs: tuple[Path, ...]) -> dict[str, Source]:
 
 def all_sources() -> dict[str, Source]:
     return _load_all(tuple(manifest_dirs()))
+
+
+def check_source_ids(recipe, where: str) -> None:
+    """The recipe's ``sources[].id`` are registered sources."""
+    known = all_sources()
+    for i, s in enumerate(recipe.sources):
+        if s.id not in known:
+            raise RecipeError(
+                f"sources.{i}.id={s.id!r}: unknown source",
+                where=where,
+                fix="use one of: " + ", ".join(sorted(known)),
+            )
 
 
 def get_source(source_id: str) -> Source:

@@ -21,7 +21,6 @@ from typing import Any
 
 from ..errors import RecipeError
 from ..negatives import SAMPLERS
-from ..recipe import register_check
 from ..sources import get_source, manifest_capabilities
 from .base import TASKS
 
@@ -97,7 +96,6 @@ def tasks_losing_input(
     return out
 
 
-@register_check
 def check_recipe_tasks(recipe: Any, where: str) -> None:
     """Each task's generator and negative strategy exist, and its sources can feed it."""
     manifests = {s.id: get_source(s.id).manifest for s in recipe.sources}
