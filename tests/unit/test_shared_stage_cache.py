@@ -61,3 +61,49 @@ def test_a_changed_download_or_the_cache_turned_off_converts_again(
     assert not _convert(_build(repo, root, tmp_path / "b", tmp_path / "emb")).cached
     monkeypatch.setenv("MEDVQA_STAGE_CACHE", "off")
     assert not _convert(_build(repo, root, tmp_path / "c", tmp_path / "emb")).cached
+
+
+def test_clean_shared_cache_deletes_the_entries_unused_for_the_given_days(
+    repo, root, tmp_path, monkeypatch, capsys
+):
+    from medvqa_build.cli import main
+    from medvqa_build.pipeline import shared
+
+    cache = tmp_path / "stages"
+    monkeypatch.setenv("MEDVQA_STAGE_CACHE", str(cache))
+    _build(repo, root, tmp_path / "a", tmp_path / "emb")
+    (old,) = shared.entries()
+    assert old.path.parent.parent == cache and old.bytes > 0
+    # a second download converted now; the first one's entry last used 40 days ago
+    other = tmp_path / "download2"
+    shutil.copytree(root, other)
+    (other / "images" / "extra.jpg").write_bytes(next((root / "images").glob("*.jpg")).read_bytes())
+    _build(repo, other, tmp_path / "b", tmp_path / "emb")
+    forty_days = 40 * 86400
+    st = (old.path / shared.MARKER).stat()
+    os.utime(old.path / shared.MARKER, (st.st_atime - forty_days, st.st_mtime - forty_days))
+
+    assert main(["clean", "--shared-cache", "--older-than", "30", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would delete 1 entry" in out and old.path.name in out
+    assert old.path.is_dir()
+
+    assert main(["clean", "--shared-cache", "--older-than", "30"]) == 0
+    assert "deleted 1 entry" in capsys.readouterr().out
+    assert not old.path.exists()
+    (kept,) = shared.entries()
+    # a fetch marks its use: building the second download into a new folder keeps it fresh
+    before = kept.last_used
+    os.utime(kept.path / shared.MARKER, (before - forty_days, before - forty_days))
+    _build(repo, other, tmp_path / "c", tmp_path / "emb")
+    assert shared.entries()[0].last_used > before - 1
+    # the build folders still hold their own copies
+    assert (tmp_path / "a" / "checksums.sha256").is_file()
+
+
+def test_clean_without_a_folder_or_shared_cache_is_one_line(capsys):
+    from medvqa_build.cli import main
+
+    assert main(["clean"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no build folder given" in err[0] and "--shared-cache" in err[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import UsageError
 from . import failures
 from .build import export_counts
 
@@ -24,6 +25,13 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_clean(args) -> int:
+    if args.shared_cache:
+        return _clean_shared_cache(args)
+    if args.dir is None:
+        raise UsageError(
+            "clean: no build folder given",
+            fix="name one (`medvqa-build clean DIR`), or clean the shared cache: --shared-cache",
+        )
     from ..api import clean_build
 
     stale = clean_build(args.dir, dry_run=args.dry_run)
@@ -32,6 +40,25 @@ def _cmd_clean(args) -> int:
     total = sum(s.bytes for s in stale) / 2**20
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} {len(stale)} stage folder(s) the last run did not use, {total:,.1f} MiB")
+    return 0
+
+
+def _clean_shared_cache(args) -> int:
+    from ..pipeline import shared
+
+    root = shared.cache_root()
+    if root is None:
+        print("the shared stage cache is turned off (MEDVQA_STAGE_CACHE=off); nothing to clean")
+        return 0
+    stale = shared.prune(args.older_than, dry_run=args.dry_run)
+    for e in stale:
+        print(f"  {e.path.relative_to(root)}  {e.bytes / 2**20:,.1f} MiB")
+    total = sum(e.bytes for e in stale) / 2**20
+    verb = "would delete" if args.dry_run else "deleted"
+    print(
+        f"{verb} {len(stale)} entr{'y' if len(stale) == 1 else 'ies'} of the shared stage cache "
+        f"{root} unused for {args.older_than:g} day(s), {total:,.1f} MiB"
+    )
     return 0
 
 
@@ -114,11 +141,26 @@ def _add_clean(sub: argparse._SubParsersAction) -> None:
         description="Every run whose inputs changed (recipe, data, code) writes new stage "
         "folders beside the old ones, which stay as a cache. This deletes those the last "
         "finished run did not use (it keeps what report.json and build.json name) and prints "
-        "what it freed. It refuses while a build runs in DIR.",
+        "what it freed. It refuses while a build runs in DIR. With --shared-cache it cleans "
+        "the stage cache shared by all build folders instead (converted sample tables, "
+        "$MEDVQA_STAGE_CACHE or ~/.cache/medvqa_build/stages): entries no build has stored or "
+        "used for --older-than days.",
     )
-    p.add_argument("dir", metavar="DIR", help="build directory")
+    p.add_argument("dir", metavar="DIR", nargs="?", help="build directory")
     p.add_argument(
         "--dry-run", action="store_true", help="list the folders and their size; delete nothing"
+    )
+    p.add_argument(
+        "--shared-cache",
+        action="store_true",
+        help="clean the shared stage cache instead of a build folder",
+    )
+    p.add_argument(
+        "--older-than",
+        type=float,
+        default=30.0,
+        metavar="DAYS",
+        help="with --shared-cache: entries unused for this many days (default 30; 0: all)",
     )
     p.set_defaults(func=_cmd_clean)
 

@@ -10,18 +10,23 @@ code of the stage and of the layouts it runs). Layout::
 where ``<cache>`` is ``$MEDVQA_STAGE_CACHE``, else ``$MEDVQA_CACHE``, else
 ``$XDG_CACHE_HOME/medvqa_build`` (``~/.cache/medvqa_build``); ``MEDVQA_STAGE_CACHE=off``
 turns it off. Entries are written to a temp folder and renamed into place, marker last, so a
-killed run leaves no entry that is read. Files are hard links where the filesystem allows
-(no second copy of the bytes), copies elsewhere. A cache that cannot be written is skipped
-with a log line: it never fails a build.
+killed run leaves no entry that is read. A fetch touches the entry's marker, so its time is the
+entry's last use: :func:`prune` deletes entries unused for a given number of days
+(``medvqa-build clean --shared-cache --older-than DAYS``). Files are hard links where the
+filesystem allows (no second copy of the bytes), copies elsewhere. A cache that cannot be
+written is skipped with a log line: it never fails a build.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -69,6 +74,8 @@ def fetch(stage: str, key: str, fp: str, into: Path) -> dict | None:
         _link_tree(at, into, skip=MARKER)
     except (OSError, ValueError):
         return None
+    with contextlib.suppress(OSError):
+        os.utime(at / MARKER)  # its last use, for prune
     log.info("%s %s: from the shared cache %s", stage, key, at)
     return data
 
@@ -94,3 +101,40 @@ def store(stage: str, key: str, fp: str, final: Path) -> None:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One shared-cache entry: where, its size, and when a build last stored or used it."""
+
+    path: Path
+    bytes: int
+    last_used: float
+
+
+def entries(root: Path | None = None) -> list[Entry]:
+    """Every complete entry under the cache (``<root>/<stage>/<key>-<fingerprint>``), oldest
+    use first. Hard links shared with build folders count in full: deleting the entry frees
+    them only where no build folder still links them."""
+    root = cache_root() if root is None else root
+    found = []
+    if root is None or not root.is_dir():
+        return found
+    for marker in sorted(root.glob(f"*/*/{MARKER}")):
+        folder = marker.parent
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        found.append(Entry(folder, size, marker.stat().st_mtime))
+    return sorted(found, key=lambda e: (e.last_used, str(e.path)))
+
+
+def prune(older_than_days: float, *, dry_run: bool = False, root: Path | None = None):
+    """Delete the entries no build has stored or used for ``older_than_days`` days (0: all);
+    the deleted (or, with ``dry_run``, deletable) entries."""
+    cutoff = time.time() - older_than_days * 86400
+    stale = [e for e in entries(root) if e.last_used <= cutoff]
+    if not dry_run:
+        for e in stale:
+            # the marker first: a half-deleted entry is never read
+            (e.path / MARKER).unlink(missing_ok=True)
+            shutil.rmtree(e.path, ignore_errors=True)
+    return stale
