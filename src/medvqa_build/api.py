@@ -14,6 +14,7 @@ from .eval.score_report import write_score
 from .export import EXPORTERS, export
 from .export.hub import PushResult, push
 from .layouts.discovery import RootResolution
+from .licences import SourceTerms
 from .pipeline import BuildDir, BuildResult
 from .pipeline import build as _build
 from .pipeline.clean import Stale
@@ -255,8 +256,21 @@ def export_formats() -> list[str]:
 
 
 def push_build(build_dir: str | os.PathLike, repo_id: str, **options) -> PushResult:
-    """Publish a build's HF export to the Hub (see :func:`medvqa_build.export.hub.push`)."""
-    return push(build_dir, repo_id, **options)
+    """Publish a build's HF export to the Hub (see :func:`medvqa_build.export.hub.push`),
+    its licence gate judging the export by the terms the build recorded."""
+    return push(build_dir, repo_id, terms=recorded_terms(build_dir), **options)
+
+
+def recorded_terms(path: str | os.PathLike) -> dict[str, SourceTerms]:
+    """The terms push's licence gate reads for ``path`` (a build folder or an HF export
+    folder): those the build recorded when it ran (``build.json``; a build from before the
+    record is one line telling to rerun). An HF folder outside any build folder (copied
+    elsewhere) holds no record: it is judged, deliberately, by the manifests registered now."""
+    path = Path(path)
+    build_dir = path if (path / "build.json").is_file() else path.parent
+    if (build_dir / "build.json").is_file():
+        return BuildDir(build_dir).source_terms()
+    return {k: source.manifest.terms() for k, source in all_sources().items()}
 
 
 def clean_build(build_dir: str | os.PathLike, *, dry_run: bool = False) -> list[Stale]:

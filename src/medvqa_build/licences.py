@@ -8,6 +8,7 @@ that forbids redistribution makes the whole build not redistributable.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields
 from typing import Literal
 
 Redistribution = Literal["allowed", "non-commercial", "not-allowed"]
@@ -127,3 +128,37 @@ def combined_redistribution(flags: list[str] | set[str]) -> str:
 
 def size_category(n: int) -> str:
     return next(name for bound, name in SIZE_CATEGORIES if n < bound)
+
+
+@dataclass(frozen=True)
+class SourceTerms:
+    """A source's terms as a build recorded them (``build.json``'s ``sources``, written from
+    its manifest when the build ran): what push's licence gate judges an export by, so a
+    manifest edited or removed since cannot change the verdict on what was built."""
+
+    title: str
+    homepage: str
+    licence: str
+    licence_id: str
+    redistribution: Redistribution
+    access: str
+    access_terms: str
+    citation: str
+
+    def to_row(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict) -> SourceTerms:
+        """The terms a record holds; ValueError naming what is missing or not text."""
+        if not isinstance(row, dict):
+            raise ValueError("not a JSON object")
+        bad = [f.name for f in fields(cls) if not isinstance(row.get(f.name), str)]
+        if bad:
+            raise ValueError(f"{', '.join(bad)} missing or not text")
+        if row["redistribution"] not in REDISTRIBUTION_ORDER:
+            raise ValueError(
+                f"redistribution {row['redistribution']!r} is not one of "
+                f"{', '.join(REDISTRIBUTION_ORDER)}"
+            )
+        return cls(**{f.name: row[f.name] for f in fields(cls)})

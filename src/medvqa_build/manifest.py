@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from .errors import SourceError, describe_validation_error
-from .licences import HUB_LICENCES, Redistribution
+from .licences import HUB_LICENCES, Redistribution, SourceTerms
 from .store import yaml_text
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -118,6 +118,19 @@ class SourceManifest(BaseModel):
                 "non-commercial or not-allowed"
             )
         return self
+
+    def terms(self) -> SourceTerms:
+        """What a build records of the owners' terms (push's licence gate reads the record)."""
+        return SourceTerms(
+            title=self.title,
+            homepage=self.homepage,
+            licence=self.licence,
+            licence_id=self.licence_id,
+            redistribution=self.redistribution,
+            access=self.access,
+            access_terms=self.access_terms,
+            citation=self.citation,
+        )
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SourceManifest:

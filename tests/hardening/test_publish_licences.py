@@ -7,7 +7,9 @@ brings the images back from the user's own copy of SUN, byte-identical to the fu
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,8 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from medvqa_build.api import recorded_terms
 from medvqa_build.cli import main
+from medvqa_build.errors import MedvqaError
 from medvqa_build.export.annotations_only import withheld
+from medvqa_build.export.licence_gate import check_licences
+from medvqa_build.sources import get_source
 
 from ..conftest import REPO
 from ..fixtures import fixture_writer
@@ -232,3 +238,35 @@ def test_rebuild_needs_every_root(mixed, tmp_path):
         check=False,
     )
     assert r.returncode == 2 and "MEDVQA_ROOT_SUN" in r.stderr and "--root" in r.stderr
+
+
+def test_the_gate_reads_the_terms_the_build_recorded(mixed, tmp_path, capsys):
+    """build.json records each source's terms when the build runs; the gate judges the export
+    by that record, not by the manifests registered now (issue 34.5)."""
+    build, _ = mixed
+    copy = tmp_path / "copy"
+    shutil.copytree(build / "hf", copy / "hf")
+    for name in ("build.json", "report.json"):
+        shutil.copy(build / name, copy / name)
+    meta = json.loads((copy / "build.json").read_text())
+    assert meta["sources"]["sun"]["redistribution"] == "not-allowed"
+    endo = get_source("synthetic-endo").manifest
+    assert meta["sources"]["synthetic-endo"] == endo.terms().to_row()
+    # a record that allows SUN's pixels lets them through, though its manifest forbids them
+    meta["sources"]["sun"]["redistribution"] = "allowed"
+    (copy / "build.json").write_text(json.dumps(meta))
+    gate = check_licences(copy / "hf", recorded_terms(copy))
+    assert gate.sources == ["sun", "synthetic-endo"] and gate.blocked == []
+    assert recorded_terms(copy / "hf") == recorded_terms(copy)  # the hf folder of a build
+    # a build from before the record: one line telling to rerun, nothing pushed
+    del meta["sources"]
+    (copy / "build.json").write_text(json.dumps(meta))
+    assert main(["push", str(copy), "me/mixed", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no record of its sources' terms" in err
+    assert "rerun `medvqa-build run`" in err and "Traceback" not in err
+    # an HF folder outside any build holds no record: judged by the registered manifests
+    alone = tmp_path / "alone"
+    shutil.copytree(build / "hf", alone / "hf")
+    with pytest.raises(MedvqaError, match="owners of sun do not allow"):
+        check_licences(alone / "hf", recorded_terms(alone / "hf"))

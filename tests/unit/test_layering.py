@@ -37,8 +37,7 @@ LAYERS = {
 # (dedup, splits, the blind drop) uses validation's audit; exports publish curated items with
 # their audit; evaluation reads exports. Shared helpers sit below all of them: content hashes
 # in media.phash, item groups in records, a guess's chance in vocab. Still against the issue's
-# order and not asserted: tasks import render (planned shapes; MedSG draws at generate time),
-# export.licence_gate reads the sources registry.
+# order and not asserted: tasks import render (planned shapes; MedSG draws at generate time).
 DOMAIN = {
     "negatives": 0,
     "render": 0,

@@ -23,10 +23,12 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MedvqaError, UsageError
+from ..licences import SourceTerms
 from .annotations_only import annotations_only_export
 from .licence_gate import check_licences
 
@@ -272,11 +274,13 @@ def push(
     progress: bool = True,
     annotations_only: bool = False,
     permitted: tuple[str, ...] = (),
+    terms: Mapping[str, SourceTerms],
 ) -> PushResult:
     """Create ``repo_id`` (a dataset repo, private unless ``private=False``) if needed and
     upload the export folder to it.
 
-    A source whose manifest says ``redistribution: not-allowed`` stops the push unless it is
+    ``terms``: the terms of the build's sources as it recorded them (``BuildDir.source_terms``).
+    A source whose terms say ``redistribution: not-allowed`` stops the push unless it is
     in ``permitted`` or ``annotations_only`` is set: then its items go up with source-relative
     image references instead of pixels, with the script that rebuilds them. ``timeout_s``
     bounds every HTTP call (one upload batch must finish within it)."""
@@ -286,7 +290,7 @@ def push(
             f"repo id {repo_id!r} is not NAMESPACE/NAME", fix="e.g. my-org/my-benchmark"
         )
     folder = find_export(path, force)
-    gate = check_licences(folder, permitted, annotations_only)
+    gate = check_licences(folder, terms, permitted, annotations_only)
     options = dict(
         private=private,
         revision=revision,

@@ -1,34 +1,34 @@
 """Which sources of an HF export may have their pixels published (``push``'s licence gate).
 
 The sources are read from the export's own Parquet shards (their ``source`` column), so the
-gate judges what would be uploaded, not what a recipe asked for; their terms come from the
-source manifests (``licence_id``, ``redistribution``).
+gate judges what would be uploaded, not what a recipe asked for; their terms are those the
+build recorded when it ran (``build.json``'s ``sources``, :class:`~medvqa_build.licences.
+SourceTerms`), handed in by the caller: this module reads no source registry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from ..errors import MedvqaError, UsageError
-from ..licences import combined_redistribution
-from ..manifest import SourceManifest
-from ..sources import all_sources
+from ..licences import SourceTerms, combined_redistribution
 
 
 @dataclass
 class Gate:
     sources: list[str]  # every source of the export, sorted
-    manifests: dict[str, SourceManifest]
+    terms_of: dict[str, SourceTerms]  # each source's terms, as the build recorded them
     blocked: list[str] = field(default_factory=list)  # not-allowed, no permission: no pixels
     permitted: list[str] = field(default_factory=list)  # not-allowed, --i-have-permission
 
     @property
     def terms(self) -> str:
         """The combined terms of the export's sources (``licences.combined_redistribution``)."""
-        return combined_redistribution({m.redistribution for m in self.manifests.values()})
+        return combined_redistribution({t.redistribution for t in self.terms_of.values()})
 
 
 def export_sources(folder: Path) -> list[str]:
@@ -40,12 +40,16 @@ def export_sources(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def check_licences(folder: Path, permitted=(), annotations_only: bool = False) -> Gate:
+def check_licences(
+    folder: Path,
+    known: Mapping[str, SourceTerms],
+    permitted=(),
+    annotations_only: bool = False,
+) -> Gate:
     """The gate of ``push``: a source whose owners do not allow redistribution stops it (one
     line naming the sources and the two ways out) unless the user has their permission or
-    publishes annotations only."""
+    publishes annotations only. ``known``: the terms of the build's sources, as recorded."""
     sources = export_sources(folder)
-    known = all_sources()
     unknown = [s for s in sources if s not in known]
     if unknown:
         raise MedvqaError(
@@ -59,9 +63,9 @@ def check_licences(folder: Path, permitted=(), annotations_only: bool = False) -
             f"--i-have-permission names source(s) not in this build: {', '.join(stray)}",
             fix="sources in this build: " + ", ".join(sources),
         )
-    manifests = {s: known[s].manifest for s in sources}
-    closed = [s for s in sources if manifests[s].redistribution == "not-allowed"]
-    gate = Gate(sources, manifests)
+    terms_of = {s: known[s] for s in sources}
+    closed = [s for s in sources if terms_of[s].redistribution == "not-allowed"]
+    gate = Gate(sources, terms_of)
     gate.permitted = [s for s in closed if s in permitted]
     gate.blocked = [s for s in closed if s not in permitted]
     if gate.blocked and not annotations_only:

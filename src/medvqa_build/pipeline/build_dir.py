@@ -3,7 +3,8 @@ and the stage folders a finished run used.
 
 ::
 
-    DIR/build.json        roots, the item table, the stage folders of the last run
+    DIR/build.json        roots, the item table, the stage folders of the last run, the
+                          terms of its sources (what push's licence gate reads)
     DIR/recipe.yaml       the recipe as resolved
     DIR/report.json|.md   the last finished run's report
     DIR/stages/<stage>/<key>-<fingerprint>/   content-addressed stage outputs
@@ -17,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..errors import DamagedFile, ImageProblem, MedvqaError, SourceError
+from ..errors import DamagedFile, ImageProblem, MedvqaError, SourceError, UsageError
+from ..licences import SourceTerms
 from ..manifest import SourceManifest
 from ..media.refs import resolve_image, split_fragment
 from ..media.thumbnail import thumbnail_src
@@ -145,8 +147,34 @@ class BuildDir:
                 "render_dir": self.rel(ctx.last("render").path),
                 "generated_dir": self.rel(ctx.last("generate").path),
                 "stages": stages,
+                # each source's terms as its manifest gave them when this build ran: push's
+                # licence gate judges the export by this record (source_terms)
+                "sources": {k: ctx.manifests[k].terms().to_row() for k in sorted(ctx.manifests)},
             }
         )
+
+    def source_terms(self) -> dict[str, SourceTerms]:
+        """The terms of the build's sources as the build recorded them. A build made before
+        they were recorded is one line telling to rerun (which reuses every finished stage
+        and records them); a record that is not the terms a run writes is a damaged file."""
+        record = self.meta().get("sources")
+        if record is None:
+            raise UsageError(
+                "this build has no record of its sources' terms (it was built by an older "
+                "medvqa-build)",
+                where=str(self.path / META),
+                fix="rerun `medvqa-build run` with its recipe into this folder: finished "
+                "stages are reused and build.json then records the terms",
+            )
+        if not isinstance(record, dict):
+            raise self._damaged("build.json's 'sources' is not a JSON object")
+        terms = {}
+        for source_id, row in record.items():
+            try:
+                terms[source_id] = SourceTerms.from_row(row)
+            except ValueError as exc:
+                raise self._damaged(f"build.json's sources.{source_id}: {exc}") from None
+        return terms
 
     @property
     def roots(self) -> dict[str, Path]:
