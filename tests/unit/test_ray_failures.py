@@ -8,7 +8,10 @@ What a real cluster did when its head was killed or stopped mid-build is in docs
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from types import SimpleNamespace
@@ -286,4 +289,90 @@ def test_the_watchdog_also_watches_this_machines_node():
     )
     with pytest.raises(HeadLost, match=f"this machine's Ray node \\(raylet\\) at 127.0.0.1:{port}"):
         dog.call(lambda: time.sleep(30))
+    dog.stop()
+
+
+def _accept_and_stay_silent(settings: bool) -> int:
+    """A TCP server on a free port that takes every connection and never answers (after the
+    empty HTTP/2 SETTINGS frame a gRPC server sends first, with ``settings``): a stopped or
+    hung head."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+
+    def run():
+        while True:
+            conn, _ = server.accept()
+            held.append(conn)
+            if settings:
+                conn.recv(64)
+                conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+
+    threading.Thread(target=run, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def test_an_address_that_never_answers_fails_the_probe_in_one_line(tmp_path, capsys):
+    port = _accept_and_stay_silent(settings=False)
+    out = tmp_path / "build"
+    args = ["run", "recipes/demo.yaml", "-o", str(out), "--executor", "ray"]
+    assert main([*args, "--ray-address", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"error: cannot connect to the Ray cluster at 127.0.0.1:{port}: nothing answered on "
+        f"127.0.0.1:{port} within 5 s — fix: start it"
+    )
+    assert not out.exists()
+
+
+def test_a_head_that_takes_connections_but_never_answers_is_one_line_within_the_timeout(
+    tmp_path,
+):
+    """The probe passes (the server sends gRPC's first frame) and the real ``ray.init``
+    retries for minutes: the bounded join gives up after CONNECT_TIMEOUT. In a child process,
+    since the abandoned ``ray.init`` stays in the process until it exits."""
+    port = _accept_and_stay_silent(settings=True)
+    out = tmp_path / "build"
+    cmd = [sys.executable, "-m", "medvqa_build", "run", "recipes/demo.yaml", "-o", str(out)]
+    cmd += ["--executor", "ray", "--ray-address", f"127.0.0.1:{port}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    seconds = time.monotonic() - start
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [  # Ray's retry lines went to the log file
+        f"error: cannot connect to the Ray cluster at 127.0.0.1:{port}: no answer from Ray "
+        f"within {rx.CONNECT_TIMEOUT:g} s (something takes connections there but does not "
+        "answer as a Ray head) — fix: check that a Ray head of this Ray version runs there "
+        "(`ray status` on the head, with RAY_AUTH_MODE=token on a token-auth cluster) and that "
+        "the address and port are its GCS (default 6379); or omit --ray-address for local mode"
+    ]
+    assert not out.exists()  # nor its logs/ray.log
+    assert seconds < 300  # without the bound: Ray retries until killed (measured: > 120 s)
+
+
+def test_a_first_call_that_never_returns_is_one_line(fake_ray, tmp_path, capsys, monkeypatch):
+    """Joined, but the head does not answer the first call (the cluster's resources): the
+    watchdog's bounded call gives up, and Ray, stuck in that call, is left to the exit hook."""
+    monkeypatch.setattr(rx, "CONNECT_TIMEOUT", 0.3)
+    monkeypatch.setattr(rx.ray, "cluster_resources", lambda: time.sleep(30))
+    out = tmp_path / "build"
+    code, err = _run(out, capsys)
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(
+        "error: cannot connect to the Ray cluster at a new local Ray: it stopped answering "
+        "after joining: lost the Ray head at head:6379 (no answer within 0.3 s) — fix: check"
+    )
+    assert fake_ray[1] == [True]  # Ray's exit hook, which would wait on the call, is gone
+    assert not out.exists()
+
+
+def test_a_watchdog_call_can_be_bounded():
+    dog = Watchdog("head", 6379, what="the Ray head", check=lambda: True, period=0.05)
+    assert dog.call(lambda: 3, timeout=1) == 3
+    with pytest.raises(HeadLost, match=r"the Ray head at head:6379 \(no answer within 0.2 s\)"):
+        dog.call(lambda: time.sleep(30), timeout=0.2)
+    assert dog.lost == "the Ray head at head:6379 (no answer within 0.2 s)"
     dog.stop()

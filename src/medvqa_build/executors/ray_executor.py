@@ -16,6 +16,10 @@ Losing the cluster (its head, a node, the connection) while a stage waits on it 
 :class:`~medvqa_build.errors.ClusterLost` naming the stage and what was lost, within seconds
 (:mod:`.ray_health`); the option ``log_file`` keeps Ray's C++ log lines off the terminal
 (:mod:`.stderr_file`), and worker output stays in Ray's own session logs.
+
+Joining a cluster is bounded: ``ray.init`` runs on a thread given :data:`CONNECT_TIMEOUT`
+seconds, and the first call into Ray (the cluster's resources) as long again under the
+watchdog; an address that takes connections but does not answer is one usage line.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ import importlib.util
 import logging
 import os
 import pickle
+import queue
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -46,6 +52,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _PROTOCOL = 5
+# seconds ray.init may take to join a running cluster, and then its first answer: a head that
+# takes connections but does not answer would keep Ray retrying for minutes
+CONNECT_TIMEOUT = 10.0
 
 
 class RayTaskFailed(RuntimeError):
@@ -212,18 +221,42 @@ class RayExecutor(Executor):
         super().__init__(workers, **options)
         self.address = options.get("address")
         self._started = False
+        self._stuck = False  # a call into Ray never returned: Ray is left as it is
         self._watchdog: Watchdog | None = None
         log_file = options.get("log_file")
         self._stderr = StderrToFile(log_file).open() if log_file else None
         try:
             self._connect(workers)
             self._watch()
+            cpus = self._first_answer().get("CPU", 1)
             if not workers:  # default: every CPU of the cluster
-                cpus = self._call("start", ray.cluster_resources).get("CPU", 1)
                 self.workers = max(1, int(cpus))
         except BaseException:
             self.close()
             raise
+
+    def _where(self) -> str:
+        return self.address or os.environ.get("RAY_ADDRESS") or "a new local Ray"
+
+    def _no_answer(self, what: str) -> UsageError:
+        self._stuck = True
+        return UsageError(
+            f"cannot connect to the Ray cluster at {self._where()}: {what}",
+            fix="check that a Ray head of this Ray version runs there (`ray status` on the "
+            "head, with RAY_AUTH_MODE=token on a token-auth cluster) and that the address "
+            "and port are its GCS (default 6379); or omit --ray-address for local mode",
+        )
+
+    def _first_answer(self) -> dict[str, float]:
+        """The cluster's resources: the first call into Ray, bounded by the watchdog (a head
+        that took the connection but does not answer is a usage error, not a hang)."""
+        dog = self._watchdog
+        if dog is None:
+            return ray.cluster_resources()
+        try:
+            return dog.call(ray.cluster_resources, timeout=CONNECT_TIMEOUT)
+        except HeadLost as lost:
+            raise self._no_answer(f"it stopped answering after joining: lost {lost}") from None
 
     def _connect(self, workers: int | None) -> None:
         if ray.is_initialized():
@@ -238,7 +271,7 @@ class RayExecutor(Executor):
         if address is None and not os.environ.get("RAY_ADDRESS"):
             # "local": a new Ray of our own, never a `ray start` cluster found on this machine
             address, kwargs["num_cpus"] = "local", workers or None
-        where = self.address or os.environ.get("RAY_ADDRESS") or "a new local Ray"
+        where = self._where()
         fix = (
             "start it (`ray start --head` on the head node) and pass its address (e.g. "
             "--ray-address auto on a cluster node); with token authentication set "
@@ -258,7 +291,7 @@ class RayExecutor(Executor):
         level = auth_log.level
         auth_log.setLevel(logging.ERROR)  # the token-auth notice of every local start
         try:
-            ray.init(address=address, **kwargs)
+            self._init(address, kwargs)
         except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UsageError(
@@ -267,6 +300,38 @@ class RayExecutor(Executor):
         finally:
             auth_log.setLevel(level)
         self._started = True
+
+    def _init(self, address: str | None, kwargs: dict[str, Any]) -> None:
+        """``ray.init``; joining a cluster gets :data:`CONNECT_TIMEOUT` seconds (on a daemon
+        thread: a ``ray.init`` stuck in Ray's C++ retries sees no signal)."""
+        if address == "local":  # starting our own Ray takes what it takes
+            ray.init(address=address, **kwargs)
+            return
+        done: queue.Queue = queue.Queue(maxsize=1)
+
+        def join() -> None:
+            try:
+                ray.init(address=address, **kwargs)
+                done.put(None)
+            except BaseException as exc:  # handed to the waiting thread
+                done.put(exc)
+
+        worker_log = logging.getLogger("ray._private.worker")
+        level = worker_log.level
+        worker_log.setLevel(logging.ERROR)  # "SIGTERM handler is not set ... not the main thread"
+        try:
+            threading.Thread(target=join, name="medvqa-ray-init", daemon=True).start()
+            try:
+                failed = done.get(timeout=CONNECT_TIMEOUT)
+            except queue.Empty:
+                raise self._no_answer(
+                    f"no answer from Ray within {CONNECT_TIMEOUT:g} s (something takes "
+                    "connections there but does not answer as a Ray head)"
+                ) from None
+        finally:
+            worker_log.setLevel(level)
+        if failed is not None:
+            raise failed
 
     def _watch(self) -> None:
         """Start the watchdog on the head this driver talks to (the GCS, or the Ray Client
@@ -384,6 +449,11 @@ class RayExecutor(Executor):
         dog, self._watchdog = self._watchdog, None
         if dog is not None:
             dog.stop()
+        if self._stuck:  # Ray's retries go on until the process ends: their lines stay in
+            # the log file, and Ray's exit hook, which would wait on them, is skipped
+            self._stuck = self._started = False
+            self._stderr = None
+            _forget_lost_ray()
         if self._started:
             self._started = False
             if dog is not None and dog.lost:

@@ -13,8 +13,9 @@ they also work when Ray's own client is stuck:
   its head is gone, even while the build runs a driver-only stage. Calls into Ray run on the
   watchdog's caller thread (:meth:`Watchdog.call`) while the main thread waits for them with
   a short timeout, because a Ray call blocked on a dead head neither returns nor sees a
-  signal until Ray gives up. The executor turns the loss into one
-  :class:`~medvqa_build.errors.ClusterLost` line.
+  signal until Ray gives up; a call given a ``timeout`` (the executor's first one) also
+  counts the head as lost when it takes connections but does not answer. The executor turns
+  the loss into one :class:`~medvqa_build.errors.ClusterLost` line.
 """
 
 from __future__ import annotations
@@ -145,9 +146,11 @@ class Watchdog:
 
         return signal.signal(_SIGNAL, interrupt) or signal.SIG_DFL
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
         """``fn()`` run on the caller thread; raises :class:`HeadLost` as soon as the head is
-        lost while it runs (``fn`` is then left blocked on a daemon thread)."""
+        lost while it runs, or when it has not returned after ``timeout`` seconds (a head
+        that takes connections but does not answer; :attr:`lost` says so). ``fn`` is then
+        left blocked on a daemon thread."""
         if self.lost:
             raise HeadLost(self.lost)
         if self._caller is None:
@@ -156,12 +159,17 @@ class Watchdog:
         done: queue.Queue = queue.Queue(maxsize=1)
         self._calls.put((fn, done))
         self._waiting = True
+        end = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
                 try:
                     ok, value = done.get(timeout=0.2)
                 except queue.Empty:
                     if self.lost:
+                        raise HeadLost(self.lost) from None
+                    if end is not None and time.monotonic() >= end:
+                        host, port, what, _ = self.targets[0]
+                        self.lost = f"{what} at {host}:{port} (no answer within {timeout:g} s)"
                         raise HeadLost(self.lost) from None
                     continue
                 if ok:
