@@ -13,16 +13,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from medvqa_build.geometry import COORD_HINTS, sample_distractor_boxes
 from medvqa_build.records import MaskRef, Region
-from medvqa_build.render import (
-    COORD_HINTS,
-    Mark,
-    coord_text,
-    prompt_levels,
-    region_box,
-    render,
-    sample_distractor_boxes,
-)
+from medvqa_build.render import Mark, coord_text, prompt_levels, region_box, render
 from medvqa_build.render.alignment import check_alignment
 from medvqa_build.sources.synthetic_endo import write_synthetic_endo
 

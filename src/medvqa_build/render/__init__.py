@@ -14,6 +14,7 @@ from . import point as _point  # noqa: F401  (registers "point")
 
 # isort: on
 from ..errors import RecipeError
+from ..geometry import COORD_HINTS  # the sentence a coord prompt's question ends with
 from .base import (
     COLORS,
     RENDERERS,
@@ -25,8 +26,7 @@ from .base import (
     render,
     render_in_place,
 )
-from .coord import COORD_HINTS, coord_text
-from .distractors import sample_distractor_boxes
+from .coord import coord_text
 from .masks import load_region_mask, region_box
 from .resize import Resize, fit_max_side
 
@@ -60,5 +60,4 @@ __all__ = [
     "region_box",
     "render",
     "render_in_place",
-    "sample_distractor_boxes",
 ]

@@ -14,16 +14,6 @@ from ..records import DrawnShape
 from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style
 from .masks import region_box
 
-# The sentence EndoBench appends after an absolute box (reference/endobench.md 1.4).
-COORD_HINTS: dict[str, str] = {
-    "abs": "The bounding box is defined by the format [x1, y1, x2, y2].",
-    "norm1000": "The bounding box is defined by the format [x1, y1, x2, y2], "
-    "with coordinates scaled to 0-1000.",
-    "norm1": "The bounding box is defined by the format [x1, y1, x2, y2], "
-    "with coordinates as fractions of the image width and height.",
-    "qwen": "The bounding box is given as <|box_start|>(x1,y1),(x2,y2)<|box_end|>.",
-}
-
 
 def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: int) -> str:
     """The box (x2/y2 exclusive pixels) as prompt text: abs, norm1000, norm1 or qwen."""

@@ -551,6 +551,7 @@ def _generate_task(task: _Task, run: _Run) -> None:
         out_dir=run.out_dir,
         pool=pool,
         roots=dict(run.roots),
+        shape_kind=RENDERERS.get(spec.prompt_level).shape_kind,
     )
     quota = run.recipe.quota(spec)
     policy = policy_for(run.recipe, spec, task.gen.answer_is_truth)
@@ -696,14 +697,13 @@ class Generate(Stage):
         }
 
     def plugins(self, ctx: BuildContext, key: str) -> list[str]:
-        """Each task's generator, option sampler and renderer (its shapes are planned by the
-        renderer of its prompt level), and the renderers a generator draws with itself."""
+        """Each task's generator, option sampler and renderer (its shapes are planned with the
+        shape kind of the renderer of its prompt level)."""
         modules = []
         for t in ctx.recipe.tasks:
             generator = TASKS.get(t.generator)
-            levels = (t.prompt_level, *generator.draws_with)
             modules += [generator.__module__, SAMPLERS.module(t.negatives.strategy)]
-            modules += [RENDERERS.module(level) for level in levels]
+            modules.append(RENDERERS.module(t.prompt_level))
         return modules
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:

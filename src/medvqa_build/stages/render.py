@@ -95,7 +95,8 @@ class _Ahead:
 
 class _Painted(NamedTuple):
     """An item's first image as drawn: the scaled clean image, its channel order, the other
-    images as rendered refs, the scaling, the drawing, and the chunk's plan if it still held."""
+    images as rendered refs, the scaling, the drawing, the chunk's plan if it still held, and
+    the renderer that drew."""
 
     clean: np.ndarray
     channels: str
@@ -103,6 +104,20 @@ class _Painted(NamedTuple):
     rs: Resize
     drawn: InPlace
     ahead: _Ahead | None
+    kind: str  # the renderer that drew (:func:`draw_kind`)
+
+
+def draw_kind(item: Item, planned: list) -> str:
+    """The renderer that draws an item's planned marks: its prompt level's. At the ``image``
+    level (no prompt on the image the question is about) the marks planned on a reference
+    image (MedSG's red box on the first of several images) are drawn by the renderer of their
+    shape kind, which they must share; with nothing planned it is ``image`` (nothing drawn)."""
+    if item.prompt_level != "image" or not planned:
+        return item.prompt_level
+    kinds = sorted({s.kind for s in planned})
+    if len(kinds) != 1:
+        raise ValueError(f"shapes of kinds {kinds} planned on one image; plan one kind")
+    return kinds[0]
 
 
 def render_one(item: Item, job: RenderJob, ahead: _Ahead | None = None) -> Rendered:
@@ -116,8 +131,8 @@ def render_one(item: Item, job: RenderJob, ahead: _Ahead | None = None) -> Rende
     spec = job.spec
     planned = [s for s in item.prompt_geometry if s.image_index == 0]
     first_plain = is_plain_image(item.images[0])
-    nothing_to_do = item.prompt_level == "image" and spec.max_side is None and first_plain
-    if nothing_to_do and all(is_plain_image(ref) for ref in item.images[1:]):
+    nothing_to_do = not planned and item.prompt_level == "image" and spec.max_side is None
+    if nothing_to_do and all(is_plain_image(ref) for ref in item.images):
         return Rendered(item, None)
     try:
         painted = _paint(item, job, planned, ahead)
@@ -134,7 +149,7 @@ def render_one(item: Item, job: RenderJob, ahead: _Ahead | None = None) -> Rende
     result, rs, channels = painted.drawn.result, painted.rs, painted.channels
     problems = _typed(item, _problems(item, painted))
     changes = _changes(item, rs, result, painted.clean.shape[:2])
-    if item.prompt_level in ("image", "coord") and rs.is_identity and first_plain:
+    if painted.kind in ("image", "coord") and rs.is_identity and first_plain:
         # nothing drawn on a plain JPEG/PNG: the model sees the source file itself
         images = item.images[:1] + painted.extra
         return Rendered(item.replace(images=images, **changes), None, problems)
@@ -152,6 +167,7 @@ def _paint(item: Item, job: RenderJob, planned: list, ahead: _Ahead | None) -> _
     """Read (or take from ``ahead``) the first image, scale it and draw the planned marks on
     a view cut to their reach. Raises the problems that quarantine the item."""
     spec, root = job.spec, job.roots.get(item.source)
+    kind = draw_kind(item, planned)
     if ahead is not None:
         clean, channels = _decode(ahead.data), "bgr"
         if clean.shape[:2] != ahead.size_hw:  # the header disagrees (EXIF orientation)
@@ -164,9 +180,9 @@ def _paint(item: Item, job: RenderJob, planned: list, ahead: _Ahead | None) -> _
         clean.shape[0], clean.shape[1], spec.max_side if len(item.images) == 1 else None
     )
     clean = rs.image(clean)
-    if item.prompt_level == "image" or not planned:
+    if kind == "image" or not planned:
         drawn = InPlace(RenderResult(clean, ()), clean[:0, :0], (0, 0))
-        return _Painted(clean, channels, extra, rs, drawn, ahead)
+        return _Painted(clean, channels, extra, rs, drawn, ahead, kind)
     if not clean.flags.writeable:
         clean = clean.copy()
     if ahead is not None and ahead.strokes is not None:
@@ -177,10 +193,8 @@ def _paint(item: Item, job: RenderJob, planned: list, ahead: _Ahead | None) -> _
             Mark(region=rs.region(_shape_region(s), root), color=s.color or "red") for s in planned
         ]
         style = Style(thickness_px=spec.thickness_px)
-        drawn = render_in_place(
-            item.prompt_level, clean, marks, style, root=root, channels=channels
-        )
-    return _Painted(clean, channels, extra, rs, drawn, ahead)
+        drawn = render_in_place(kind, clean, marks, style, root=root, channels=channels)
+    return _Painted(clean, channels, extra, rs, drawn, ahead, kind)
 
 
 def _problems(item: Item, painted: _Painted) -> tuple:
@@ -463,9 +477,12 @@ class Render(Stage):
         }
 
     def plugins(self, ctx: BuildContext, key: str) -> list[str]:
-        """The renderers of the prompt levels the generated items name."""
-        levels = ItemTable(ctx.last("generate").path / "items.parquet").distinct("prompt_level")
-        return [RENDERERS.module(level) for level in levels]
+        """The renderers of the prompt levels the generated items name, and those that draw
+        the shapes planned at the ``image`` level (:func:`draw_kind`: MedSG's red box)."""
+        table = ItemTable(ctx.last("generate").path / "items.parquet")
+        levels = table.distinct("prompt_level")
+        kinds = table.shape_kinds("image") if "image" in levels else []
+        return [RENDERERS.module(name) for name in [*levels, *kinds]]
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         generated = ctx.last("generate")

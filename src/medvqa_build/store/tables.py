@@ -220,6 +220,17 @@ class ItemTable:
         """The values one column takes, sorted (a column read, no Python object per row)."""
         return sorted(pc.unique(pq.read_table(self.path, columns=[name]).column(name)).to_pylist())
 
+    def shape_kinds(self, prompt_level: str) -> list[str]:
+        """The kinds of the shapes planned on the items of one prompt level, sorted (two
+        columns read, no Python object per row)."""
+        table = pq.read_table(
+            self.path,
+            columns=["prompt_level", "prompt_geometry"],
+            filters=[("prompt_level", "=", prompt_level)],
+        )
+        shapes = pc.list_flatten(table.column("prompt_geometry"))
+        return sorted(k for k in pc.unique(pc.struct_field(shapes, "kind")).to_pylist() if k)
+
     def where(self, column: str, value) -> Iterator[Item]:
         """The items whose ``column`` equals ``value`` (a filtered read, batch by batch)."""
         for batch in iter_batches(self.path, self.batch_rows):

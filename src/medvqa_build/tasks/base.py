@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from ..geometry import COORD_HINTS
 from ..media.encode import encode_image
 from ..media.refs import generated_ref, sample_ref
 from ..negatives import OptionRequest, place_answer
@@ -19,7 +20,6 @@ from ..negatives.frequency import FrequencyLedger
 from ..ontology import Ontology
 from ..records import DrawnShape, Item, Region, Sample
 from ..registry import Registry
-from ..render import COORD_HINTS, RENDERERS
 from ..store.atomic import write_atomic
 from ..vocab import LETTERS
 
@@ -70,6 +70,10 @@ class GenContext:
     roots: dict[str, Path] = field(default_factory=dict)  # source id -> its files (or materialised)
     # each option text's showings as the answer and as a distractor in this task (issue 32.2)
     ledger: FrequencyLedger = field(default_factory=FrequencyLedger)
+    # the kind of shape one mark of the task's prompt level records (its renderer's
+    # ``shape_kind``: box, contour, mask, point, text; None: nothing is drawn), given by the
+    # generate stage, so generators plan shapes without importing the renderers
+    shape_kind: str | None = None
 
     def write_image(self, name: str, rgb: np.ndarray) -> str:
         """Save a synthesised image (PNG, lossless) in the generate stage; returns its reference."""
@@ -138,9 +142,6 @@ class TaskGenerator(ABC):
     # cross-modal partners, referring fillers) sets this: ``ctx.pool`` is then a
     # :class:`~medvqa_build.sample_spill.SampleSpill` (on disk; a sample read when indexed).
     draws_from_pool: ClassVar[bool] = False
-    # Renderers the generator draws with itself at generate time (MedSG's reference box),
-    # besides its task's prompt level: their code is part of the generate stage's address.
-    draws_with: ClassVar[tuple[str, ...]] = ()
     # True when the item's answer text is the candidate's truth: the recipe's answer balance
     # (docs/validity.md) then spreads the truths. Tasks answered by a box or a colour set it
     # False: their truth is the finding asked about, not the answer, and spreading it would
@@ -226,7 +227,7 @@ class TaskGenerator(ABC):
             options=tuple(options),
             answer=LETTERS[pos],
             gt=cand.truth,
-            prompt_geometry=self.prompt_shapes(cand, spec.prompt_level, color),
+            prompt_geometry=self.prompt_shapes(cand, ctx.shape_kind, color),
             negatives=negatives,
             template_id=template_id,
         )
@@ -237,9 +238,11 @@ class TaskGenerator(ABC):
         ``None``: answers that differ per candidate (boxes) or are drawn at random (colours)."""
         return candidate.truth
 
-    def prompt_shapes(self, candidate: Candidate, level: str, color: str) -> tuple[DrawnShape, ...]:
-        """What the render stage should draw (planned; the renderer records what it drew)."""
-        kind = RENDERERS.get(level).shape_kind
+    def prompt_shapes(
+        self, candidate: Candidate, kind: str | None, color: str
+    ) -> tuple[DrawnShape, ...]:
+        """What the render stage should draw: one ``kind`` shape (``GenContext.shape_kind``)
+        on the candidate's region (planned; the renderer records what it drew)."""
         if kind is None or candidate.region is None:
             return ()
         return (

@@ -6,10 +6,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 
+from ..geometry import sample_distractor_boxes
 from ..negatives import OptionRequest, place_answer
 from ..ontology import Ontology
 from ..records import Item, Negatives
-from ..render import sample_distractor_boxes
 from ..vocab import LETTERS
 from .base import Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import BoxPool, pool_distractor_boxes

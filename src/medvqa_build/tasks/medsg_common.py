@@ -4,8 +4,10 @@ answer box text in the recipe's convention, and the open-ended grounding item it
 
 MedSG-Bench resizes every image to 336 x 336 and answers ``[x1, y1, x2, y2]`` in absolute
 pixels of that image (reference/spine_medsg.md B.3, B.4); ``size`` is a task param here.
-The generators synthesise every image the model sees (``ctx.write_image``), so the render
-stage passes them through and the answer box is exact in the pixels written.
+The generators synthesise every image the model sees (``ctx.write_image``, clean pixels), so
+the answer box is exact in the pixels written. They draw nothing: a reference image's red box
+is planned (:func:`red_box`, in the item's ``prompt_geometry``) and the render stage draws it,
+as it draws every prompt, passing the other images through.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from ..media.dicom import DicomProblem, is_dicom, load_dicom_rgb
 from ..media.image import load_rgb
 from ..media.volume import VolumeProblem, load_slice_rgb
 from ..records import DrawnShape, Item, Region, Sample
-from ..render import Mark, render
 from .base import Candidate, GenContext, ItemProblem, TaskGenerator
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
@@ -119,17 +120,16 @@ def find_region(sample: Sample, label: str) -> Region | None:
     return next((r for r in sample.regions if r.label == label), None)
 
 
-def draw_red_box(
-    rgb: np.ndarray, box: BoxInt, label: str, image_index: int = 0
-) -> tuple[np.ndarray, DrawnShape]:
-    """The reference image with a red box drawn into its pixels (and what was drawn)."""
-    result = render(
-        "box",
-        rgb,
-        [Mark(Region(label=label, bbox=tuple(map(float, box))), "red")],
+def red_box(box: BoxInt, label: str, image_index: int = 0) -> DrawnShape:
+    """The red box to draw on a reference image, planned (the render stage draws it with the
+    ``box`` renderer and records what it drew)."""
+    return DrawnShape(
         image_index=image_index,
+        kind="box",
+        label=label,
+        color="red",
+        bbox=tuple(float(v) for v in box),  # type: ignore[arg-type]
     )
-    return result.image, result.shapes[0]
 
 
 def label_values(sample: Sample) -> dict[str, int]:
@@ -140,7 +140,6 @@ class MedSGTask(TaskGenerator):
     """Base of the MedSG generators: subclasses implement :meth:`build` and give templates."""
 
     needs = "regions with masks (volume slices or 2-D images)"
-    draws_with: ClassVar[tuple[str, ...]] = ("box",)  # the reference image's red box
     default_params: ClassVar[dict[str, Any]] = {}
     answer_is_truth = False  # the answer is a box
 

@@ -22,8 +22,8 @@ from .medsg_common import (
     ORDINALS,
     MedSGTask,
     box_of,
-    draw_red_box,
     find_region,
+    red_box,
     region_mask,
     resize_mask,
     resize_rgb,
@@ -190,7 +190,7 @@ class Crossmodal(_PoolTask):
         order.insert(target - 1, b)
         ref, ref_mask = self.pixels(ctx, a, label)
         ref_box = box_of(ref_mask, f"{label} in the reference image")
-        ref, shape0 = draw_red_box(ref, ref_box, label)
+        shape0 = red_box(ref_box, label)
         images = [ref]
         for s in order:
             images.append(self.pixels(ctx, s, None)[0])

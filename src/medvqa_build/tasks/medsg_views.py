@@ -29,9 +29,9 @@ from .base import TASKS, Candidate, GenContext, ItemProblem
 from .medsg_common import (
     MedSGTask,
     box_of,
-    draw_red_box,
     find_region,
     label_values,
+    red_box,
     region_mask,
     resize_mask,
     resize_rgb,
@@ -116,7 +116,7 @@ class MultiView(MedSGTask):
         images = [resize_rgb(v, size) for v in views]
         masks = [resize_mask(m, size) for m in masks]
         ref_box = box_of(masks[0], f"{cand.truth} in the reference view")
-        images[0], shape0 = draw_red_box(images[0], ref_box, cand.truth)
+        shape0 = red_box(ref_box, cand.truth)
         return {
             "images": images,
             "box": box_of(masks[-1], f"{cand.truth} in the last view"),
@@ -185,7 +185,7 @@ class ObjectTracking(MedSGTask):
             images.append(resize_rgb(sample_rgb(s, root_for(ctx, s)), size))
             masks.append(resize_mask(region_mask(find_region(s, cand.truth), s), size))
         ref_box = box_of(masks[0], f"{cand.truth} in the first image")
-        images[0], shape0 = draw_red_box(images[0], ref_box, cand.truth)
+        shape0 = red_box(ref_box, cand.truth)
         return {
             "images": images,
             "box": box_of(masks[-1], f"{cand.truth} in the last image"),

@@ -101,7 +101,7 @@ class InstrumentActivity(AttributeClassification):
             negatives,
             question,
             template_id,
-            prompt_geometry=self.prompt_shapes(cand, ctx.spec.prompt_level, "red"),
+            prompt_geometry=self.prompt_shapes(cand, ctx.shape_kind, "red"),
         )
 
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..geometry import format_box
+from ..geometry import COORD_HINTS, format_box
 from ..records import Item, Sample
-from ..render import COORD_HINTS
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import ScansBoxes
 from .common import choice_item, distractor_boxes, region_candidates, templated

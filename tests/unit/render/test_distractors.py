@@ -3,8 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from medvqa_build.geometry import iou
-from medvqa_build.render import sample_distractor_boxes
+from medvqa_build.geometry import iou, sample_distractor_boxes
 
 
 @settings(max_examples=50, deadline=None)

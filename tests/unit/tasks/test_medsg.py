@@ -9,10 +9,14 @@ import pytest
 
 from medvqa_build.api import load_source
 from medvqa_build.geometry import format_box, mask_to_xyxy
+from medvqa_build.media.refs import resolve_image
 from medvqa_build.media.volume import load_label_slice
-from medvqa_build.recipe import Recipe
+from medvqa_build.recipe import Recipe, RenderSpec
+from medvqa_build.records import Region
+from medvqa_build.render import Mark, render
 from medvqa_build.sources import get_source
 from medvqa_build.stages.generate import generate_items
+from medvqa_build.stages.render import RenderJob, render_items
 from medvqa_build.tasks.medsg_common import ORDINALS, find_region, region_mask, resize_mask
 from medvqa_build.tasks.medsg_diff import changed_mask, check_local_change, shifted_change, warp
 
@@ -123,13 +127,33 @@ def test_answer_boxes_match_masks(build):
             assert box in boxes
 
 
-def test_reference_boxes_are_drawn_red(build):
-    result, _, _, out = build
-    for item in result.items:
-        if item.task in ("multi_view", "object_tracking", "crossmodal"):
-            (shape,) = item.prompt_geometry
-            x1, y1, _, _ = (int(v) for v in shape.bbox)
-            assert tuple(_png(out, item.images[0])[y1, x1]) == (255, 0, 0)
+def test_reference_boxes_are_planned_and_the_render_stage_draws_them(build, tmp_path):
+    """Generators write clean pixels and plan the reference image's red box; the render stage
+    draws it (issue 34.5), the pixels the generators once drew themselves."""
+    result, _, roots, out = build
+    refs = [i for i in result.items if i.task in ("multi_view", "object_tracking", "crossmodal")]
+    assert {i.task for i in refs} == {"multi_view", "object_tracking", "crossmodal"}
+    for item in refs:
+        (shape,) = item.prompt_geometry
+        assert (shape.kind, shape.color, shape.image_index) == ("box", "red", 0)
+        assert item.prompt_level == "image"
+        x1, y1, _, _ = (int(v) for v in shape.bbox)
+        assert tuple(_png(out, item.images[0])[y1, x1]) != (255, 0, 0)  # clean
+    job = RenderJob(roots=roots, out=tmp_path, spec=RenderSpec(format="png"), generated_dir=out)
+    done, bad, problems = render_items(refs, job, progress=False)
+    assert bad == [] and problems == [] and len(done) == len(refs)
+    for planned, item in zip(refs, done, strict=True):
+        assert item.images[0].startswith("render://") and item.images[1:] == planned.images[1:]
+        (drawn,) = item.prompt_geometry
+        assert drawn.bbox == planned.prompt_geometry[0].bbox and drawn.thickness_px == 2
+        clean = _png(out, planned.images[0])
+        region = Region(label=drawn.label, bbox=drawn.bbox)
+        expected = render("box", clean, [Mark(region, "red")]).image
+        path = resolve_image(item.images[0], roots, tmp_path, out)
+        rendered = cv2.cvtColor(cv2.imread(str(path), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        assert np.array_equal(rendered, expected)
+        x1, y1, _, _ = (int(v) for v in drawn.bbox)
+        assert tuple(rendered[y1, x1]) == (255, 0, 0)
 
 
 def test_non_registered_change_is_local_in_the_moved_frame():
