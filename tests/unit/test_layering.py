@@ -36,8 +36,7 @@ LAYERS = {
 # know no task; generators plan items from both; validation checks what they made; curation
 # (dedup, splits, the blind drop) uses validation's audit; exports publish curated items with
 # their audit; evaluation reads exports. Shared helpers sit below all of them: content hashes
-# in media.phash, item groups in records, a guess's chance in vocab. Still against the issue's
-# order and not asserted: tasks import render (planned shapes; MedSG draws at generate time).
+# in media.phash, item groups in records, a guess's chance in vocab.
 DOMAIN = {
     "negatives": 0,
     "render": 0,
@@ -46,6 +45,16 @@ DOMAIN = {
     "curate": 2,
     "export": 3,
     "eval": 4,
+}
+# arrows the ranks and layers allow that the design forbids (issue 34.5), package -> packages
+# it may not import: generators plan shapes and renderers draw them (tasks rank above render
+# for what they share, never through it: shapes are records, box helpers geometry); the
+# licence gate reads the build's record of its sources' terms, not the registry; the recipe
+# model imports no plug-in (its plug-in names are checked in pipeline/recipes.py)
+FORBIDDEN = {
+    "tasks": {"render"},
+    "export": {"sources"},
+    "recipe": {"sources", "layouts"},
 }
 # modules that import an optional dependency (ray, torch/open_clip, scikit-learn) at their top,
 # with that dependency: the only targets an import inside a function may have, so a build
@@ -200,8 +209,8 @@ def test_no_function_is_longer_than_80_lines():
     assert not long, long
 
 
-def _package_graph() -> dict[str, set[str]]:
-    graph, _ = _imports()
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Module graph -> package graph (the first name of each module)."""
     out: dict[str, set[str]] = defaultdict(set)
     for module, targets in graph.items():
         for target in targets:
@@ -211,12 +220,9 @@ def _package_graph() -> dict[str, set[str]]:
     return out
 
 
-def test_domain_packages_import_only_lower_ranks():
-    """card -> eval (while eval imports export), validate -> curate (while curate's blind drop
-    imports validate) and the like fail here, each named with the modules that import."""
-    graph, _ = _imports()
-    assert set(DOMAIN) == {p for p, layer in LAYERS.items() if layer == 2}
-    bad = sorted(
+def against_rank(graph: dict[str, set[str]]) -> list[str]:
+    """Imports between domain packages that do not go to a lower rank, module by module."""
+    return sorted(
         f"{m} (rank {DOMAIN[m.split('.')[0]]}) imports {t} (rank {DOMAIN[t.split('.')[0]]})"
         for m, targets in graph.items()
         for t in targets
@@ -225,22 +231,100 @@ def test_domain_packages_import_only_lower_ranks():
         and m.split(".")[0] != t.split(".")[0]
         and DOMAIN[t.split(".")[0]] >= DOMAIN[m.split(".")[0]]
     )
+
+
+def forbidden(graph: dict[str, set[str]]) -> list[str]:
+    """Imports along an arrow of :data:`FORBIDDEN`, module by module."""
+    return sorted(
+        f"{m} imports {t}"
+        for m, targets in graph.items()
+        for t in targets
+        if t.split(".")[0] in FORBIDDEN.get(m.split(".")[0], ())
+    )
+
+
+def package_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """The packages that reach themselves through imports of other packages."""
+    packages = _package_graph(graph)
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in packages.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    return sorted(p for p in list(packages) if p in reach(p))
+
+
+def layering_problems(graph: dict[str, set[str]]) -> list[str]:
+    """Everything the package-level tests below refuse, for one module graph."""
+    return against_rank(graph) + forbidden(graph) + package_cycles(graph)
+
+
+def test_domain_packages_import_only_lower_ranks():
+    """card -> eval (while eval imports export), validate -> curate (while curate's blind drop
+    imports validate) and the like fail here, each named with the modules that import."""
+    graph, _ = _imports()
+    assert set(DOMAIN) == {p for p, layer in LAYERS.items() if layer == 2}
+    bad = against_rank(graph)
+    assert not bad, "\n".join(bad)
+
+
+def test_no_forbidden_arrow():
+    """tasks -> render, export -> sources and recipe -> sources fail here."""
+    assert set(FORBIDDEN) <= set(LAYERS)
+    assert all(set(targets) <= set(LAYERS) for targets in FORBIDDEN.values())
+    graph, _ = _imports()
+    bad = forbidden(graph)
     assert not bad, "\n".join(bad)
 
 
 def test_no_cycle_between_packages():
     """Package by package (not only module by module): a cycle through two packages means
     neither can be understood, or replaced, without the other."""
-    graph = _package_graph()
-
-    def reach(start: str) -> set[str]:
-        seen, todo = set(), [start]
-        while todo:
-            for nxt in graph.get(todo.pop(), ()):
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return seen
-
-    cycles = sorted(p for p in list(graph) if p in reach(p))
+    graph, _ = _imports()
+    cycles = package_cycles(graph)
     assert not cycles, f"packages on a cycle: {cycles}"
+
+
+# the arrows issue 34 found (its point 6), each added to the package's own import graph: the
+# tests above must fail on every one of them
+ISSUE_ARROWS = {
+    "a generator imports a renderer": [("tasks.base", "render")],
+    "a common task helper imports a renderer": [("tasks.common", "render")],
+    "visual grounding imports a renderer": [("tasks.visual_grounding", "render")],
+    "MedSG draws at generate time": [("tasks.medsg_common", "render.base")],
+    "the card imports eval, eval imports export": [
+        ("export.card", "eval.scoring"),
+        ("eval.score", "export.common"),
+    ],
+    "curate and validate import each other": [
+        ("curate.blind_drop", "validate.blind"),
+        ("validate.rules", "curate.splits"),
+    ],
+    "validate's contamination check imports curate": [("validate.contamination", "curate.dedup")],
+    "the licence gate reads the source registry": [("export.licence_gate", "sources")],
+    "the recipe model imports a plug-in": [("recipe", "sources")],
+}
+
+
+@pytest.mark.parametrize("arrow", sorted(ISSUE_ARROWS))
+def test_the_layering_tests_fail_on_each_arrow_of_the_issue(arrow):
+    graph, _ = _imports()
+    assert layering_problems(graph) == []  # the package as it is passes
+    synthetic = {m: set(t) for m, t in graph.items()}
+    for module, target in ISSUE_ARROWS[arrow]:
+        assert module in MODULES and target in MODULES, (module, target)
+        synthetic.setdefault(module, set()).add(target)
+    problems = layering_problems(synthetic)
+    assert problems, arrow
+    for module, target in ISSUE_ARROWS[arrow]:
+        if target.split(".")[0] in FORBIDDEN.get(module.split(".")[0], ()) or (
+            module.split(".")[0] in DOMAIN
+            and target.split(".")[0] in DOMAIN
+            and DOMAIN[target.split(".")[0]] >= DOMAIN[module.split(".")[0]]
+        ):
+            assert any(p.startswith(f"{module} ") and target in p for p in problems), problems
