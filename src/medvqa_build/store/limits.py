@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, fields
+from functools import lru_cache
 
 from ..errors import UsageError
 
@@ -61,6 +62,13 @@ def _parse(text: str) -> dict[str, int]:
 
 
 def read_limits() -> ReadLimits:
-    """The defaults, with what ``$MEDVQA_LIMITS`` raises or lowers (read on each call, so a
-    worker process sees what its parent set)."""
-    return ReadLimits(**_parse(os.environ.get(ENV, "")))
+    """The defaults, with what ``$MEDVQA_LIMITS`` raises or lowers (the variable is read on
+    each call, so a worker process sees what its parent set; its text is parsed once)."""
+    return _limits_for(os.environ.get(ENV, ""))
+
+
+@lru_cache(maxsize=16)
+def _limits_for(text: str) -> ReadLimits:
+    """The limits one ``$MEDVQA_LIMITS`` text sets (checked every image header: parsed once;
+    a bad text raises each time, errors are not cached)."""
+    return ReadLimits(**_parse(text))
