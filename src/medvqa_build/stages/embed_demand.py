@@ -43,6 +43,8 @@ class Demand:
 class _Everything:
     """Stands in for the embeddings while planning: every sample counts as embedded."""
 
+    plans_everything = True
+
     def __contains__(self, sample_id: object) -> bool:
         return True
 

@@ -51,6 +51,7 @@ from ..store.tables import ItemTable, SampleTable, as_sample_source
 from ..tasks import TASKS, Candidate, GenContext, ItemProblem
 from ..tasks.repeats import AnswerRepeats
 from .base import BuildContext, Stage, StageResult
+from .plan_columns import plan_by_columns
 
 
 @dataclass
@@ -151,10 +152,21 @@ class _FitRefs:
         return code
 
     def append(self, s: Sample) -> None:
-        self.ids.append(s.sample_id)
-        self.groups.append(s.group_id or "")
-        self.sources.append(self._code_of(s.source))
-        self.modalities.append(self._code_of(s.modality))
+        self.add(s.sample_id, s.source, s.modality, s.group_id)
+
+    def add(self, sample_id: str, source: str, modality: str, group_id: str | None) -> None:
+        self.ids.append(sample_id)
+        self.groups.append(group_id or "")
+        self.sources.append(self._code_of(source))
+        self.modalities.append(self._code_of(modality))
+
+    def extend(self, ids: list[str], sources: list[str], modalities: list[str], groups) -> None:
+        """:meth:`add` of each of these (aligned lists), the strings packed at once."""
+        self.ids.extend(ids)
+        self.groups.extend([g or "" for g in groups])
+        code = {name: self._code_of(name) for name in dict.fromkeys([*sources, *modalities])}
+        self.sources.extend(code[s] for s in sources)
+        self.modalities.extend(code[m] for m in modalities)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -212,10 +224,16 @@ def _new_pool(task: _Task, source) -> SampleSpill | list | None:
 
 
 def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
-    """One streaming pass over the samples plans every ``per_sample`` task of a phase."""
+    """One streaming pass over the samples plans every ``per_sample`` task of a phase; the
+    tasks whose generator reads its candidates from columns are planned from those columns
+    instead (:mod:`.plan_columns`), with no Sample made per row."""
     for task in tasks:
         task.vocab_samples = {src: {} for src in task.sources}
         task.pool = _new_pool(task, source)
+    tasks = plan_by_columns(tasks, source, embeddings)
+    if not tasks:
+        return
+    for task in tasks:
         if task.gen.scans_pool:  # what one sample's candidates need to know of the others
             task.gen.scan(s for b in source.numbered_batches() for _, s in b if task.in_pool(s))
     for batch in source.numbered_batches():

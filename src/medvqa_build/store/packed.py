@@ -27,6 +27,15 @@ class PackedStrings:
         self.ends.append(len(self.data))
         return len(self.ends) - 1
 
+    def extend(self, texts) -> None:
+        """:meth:`append` of each of ``texts``."""
+        encoded = [t.encode() for t in texts]
+        if encoded:
+            base = len(self.data)
+            self.data += b"".join(encoded)
+            ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))) + base
+            self.ends.frombytes(ends.astype(np.int64).tobytes())
+
     def __len__(self) -> int:
         return len(self.ends)
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ..records import Sample
 from .base import TASKS, Candidate, TaskGenerator
+from .columns import Columns, attribute_values, one_per_sample
 
 
 def single_value(raw: str | None) -> str | None:
@@ -41,6 +42,18 @@ class AttributeClassification(TaskGenerator):
     @property
     def attribute(self) -> str:
         return str(self.params.get("attribute", self.default_attribute))
+
+    plan_columns = ("attributes",)
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``attributes`` column (:mod:`.columns`)."""
+        only = set(self.params.get("values", []))
+
+        def truth(raw: str | None) -> str | None:
+            value = single_value(raw)
+            return value if value is not None and (not only or value in only) else None
+
+        return one_per_sample(pool, attribute_values(batch, pool, self.attribute), truth)
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         only = set(self.params.get("values", []))

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from ..records import Sample
 from .base import TASKS, Candidate, TaskGenerator
+from .columns import Columns, one_per_sample, single_labels
 
 
 @TASKS.register("image_classification")
@@ -46,6 +47,21 @@ class ImageClassification(TaskGenerator):
                 continue
             out.append(Candidate(s, answer_map.get(s.labels[0], s.labels[0])))
         return out
+
+    plan_columns = ("labels",)
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``labels`` column (:mod:`.columns`)."""
+        only = set(self.params.get("labels", []))
+        answer_map: dict[str, str] = dict(self.params.get("answer_map", {}))
+        at, labels = single_labels(batch, pool)
+
+        def truth(label: str) -> str | None:
+            if (only and label not in only) or (answer_map and label not in answer_map):
+                return None
+            return answer_map.get(label, label)
+
+        return one_per_sample(at, labels, truth)
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         extra = [str(v) for v in self.params.get("vocabulary", [])]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ..geometry import iou
 from ..records import DrawnShape, Item, Sample
 from .base import TASKS, Candidate, GenContext, TaskGenerator
+from .columns import Columns, region_columns
 from .common import distractor_boxes, region_candidates, sampled_distractors, sampled_item
 from .region_selection import COLOR_NAMES
 
@@ -73,6 +74,12 @@ class RegionRecognition(TaskGenerator):
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         return region_candidates(samples, self.params.get("labels", ()))
+
+    plan_columns = ("regions.list.element.label", "regions.list.element.bbox")
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
+        return region_columns(batch, pool, self.params.get("labels", ()))
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         """Region labels of ``samples``, plus ``params.vocabulary`` only for a source with fewer

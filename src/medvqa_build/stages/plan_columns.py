@@ -1,0 +1,216 @@
+"""Plan ``per_sample`` tasks from a few columns of the sample table, without a Sample per row.
+
+Planning a task (:func:`~.generate._plan_pools`) needs, per pool sample, only whether it is in
+the task's pool and its candidates' truths; decoding every row into a :class:`Sample` (its
+regions, masks and polygons) for that made the plan the one cost of the embed and generate
+stages that grew with the raw download (issue 35). A generator that can compute its
+candidates' truths from Arrow columns says so with ``plan_columns`` (the columns it reads) and
+``column_candidates``; its tasks are then planned here, batch by batch over just those
+columns, into exactly the plan the row pass makes: the same rows, ordinals, truth codes (in
+order of first appearance), source codes, vocabulary samples (the first sample of each truth
+per source, read by row number) and, for a visual task, the same fit references and labels.
+
+A generator whose ``candidates`` is not the one its ``column_candidates`` was written for (a
+subclass overriding it), one that scans or draws from its pool, a ``where`` value that is not
+a string, a list of samples instead of a table, or data the columns cannot stand for (a null
+label) leave the task to the row pass, which plans it as before.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..store.parquet import iter_batches, open_parquet
+from ..store.tables import SampleTable
+from ..tasks.columns import NotColumnar
+
+BASE_COLUMNS = ("sample_id", "source", "modality", "group_id")
+_INT = np.dtype(f"i{array('i').itemsize}")
+
+
+def columnar(gen) -> bool:
+    """Whether ``gen``'s candidates can be planned from columns: its class's
+    ``column_candidates`` was written next to the ``candidates`` it uses."""
+    cls = type(gen)
+    if not gen.per_sample or gen.scans_pool or gen.draws_from_pool or gen.groups_pool:
+        return False
+    owner = next((c for c in cls.__mro__ if "column_candidates" in c.__dict__), None)
+    return owner is not None and cls.candidates is owner.__dict__.get("candidates")
+
+
+def _where_ok(where: dict) -> bool:
+    for wanted in where.values():
+        values = [wanted] if isinstance(wanted, str) else wanted
+        if not isinstance(values, list | tuple) or not all(isinstance(v, str) for v in values):
+            return False
+    return True
+
+
+def plan_by_columns(tasks: list, source, embeddings) -> list:
+    """Plan the ``tasks`` that can be planned from columns (their ``rows``, ``ordinals``,
+    ``truth_codes``, ``source_codes``, ``truth_names``, ``vocab_samples``, ``fit_refs`` and
+    ``fit_labels``, as :func:`~.generate._plan_pools` fills them); returns the others."""
+    if not isinstance(source, SampleTable):
+        return list(tasks)
+    mine = [t for t in tasks if columnar(t.gen) and _where_ok(t.spec.where)]
+    rest = [t for t in tasks if t not in mine]
+    if not mine:
+        return rest
+    columns = list(BASE_COLUMNS)
+    for t in mine:
+        for c in (*t.spec.where, *t.gen.plan_columns):
+            if c not in columns:
+                columns.append(c)
+    plans = {id(t): _ColumnPlan(t) for t in mine}
+    offset = 0
+    for table in _read(source, columns):
+        batch = {c: table.column(c).combine_chunks() for c in table.column_names}
+        keep = np.ones(table.num_rows, bool)
+        if source.exclude:
+            excluded = pc.is_in(batch["sample_id"], pa.array(sorted(source.exclude)))
+            keep &= ~np.asarray(excluded.fill_null(False))
+        for t in list(mine):
+            try:
+                plans[id(t)].add(batch, keep, offset)
+            except NotColumnar:  # planned from Samples instead, from the start
+                mine.remove(t)
+                rest.append(t)
+                t.truth_names.clear()
+        offset += table.num_rows
+    for t in mine:
+        plans[id(t)].finish(source, embeddings)
+    return [t for t in tasks if t in rest]  # in the phase's order
+
+
+def _read(source: SampleTable, columns: list[str]):
+    """The table's batches (as :meth:`SampleTable.numbered_batches` numbers them) with only
+    ``columns``; a nested path (``regions.list.element.label``) reads only that field, or its
+    whole top-level column where the file names it otherwise."""
+    for path in source.paths:
+        pf = open_parquet(path)
+        leaves = [pf.schema.column(i).path for i in range(len(pf.schema))]
+        wanted: list[str] = []
+        for c in columns:
+            found = any(leaf == c or leaf.startswith(c + ".") for leaf in leaves)
+            name = c if found else c.split(".", 1)[0]
+            if name not in wanted:
+                wanted.append(name)
+        wanted = [c for c in wanted if "." not in c or c.split(".", 1)[0] not in wanted]
+        for batch in iter_batches(pf, source.batch_rows, wanted):
+            yield pa.Table.from_batches([batch])
+
+
+def _is_in(values: pa.Array, allowed: Sequence[str]) -> np.ndarray:
+    return np.asarray(pc.is_in(values, pa.array(list(allowed), pa.string())).fill_null(False))
+
+
+class _ColumnPlan:
+    """One task's plan, gathered batch by batch."""
+
+    def __init__(self, task) -> None:
+        self.task = task
+        self.rows: list[np.ndarray] = []
+        self.ordinals: list[np.ndarray] = []
+        self.codes: list[np.ndarray] = []
+        self.source_codes: list[np.ndarray] = []
+        self.vocab_rows: dict[tuple[int, int], int] = {}  # (source code, truth code) -> row
+        self.fit: list[tuple[list, list, list, list, list]] = []
+
+    def add(self, batch: dict[str, pa.Array], keep: np.ndarray, offset: int) -> None:
+        task = self.task
+        ok = keep & _is_in(batch["source"], task.sources)
+        for key, wanted in task.spec.where.items():
+            ok &= _is_in(batch[key], [wanted] if isinstance(wanted, str) else wanted)
+        if task.groups:
+            ok &= ~_is_in(batch["group_id"].fill_null(""), sorted(task.groups))
+        pool = np.flatnonzero(ok)
+        at, ordinals, truths = task.gen.column_candidates(batch, pool)
+        if truths.null_count:
+            raise NotColumnar("a candidate without a truth")
+        # codes in order of first appearance: the batch's, then mapped onto the task's
+        encoded = truths.dictionary_encode()
+        names = task.truth_names
+        to_task = np.array(
+            [names.setdefault(t, len(names)) for t in encoded.dictionary.to_pylist()], np.int64
+        )
+        codes = to_task[np.asarray(encoded.indices, np.int64)] if len(truths) else to_task[:0]
+        at_rows = pa.array(at, pa.int64())
+        sources = pc.index_in(batch["source"].take(at_rows), pa.array(task.sources))
+        source_codes = np.asarray(sources.fill_null(0), np.int64)
+        # the first sample of each (source, truth): the vocabulary's samples
+        pair = source_codes * (len(task.truth_names) + 1) + codes
+        _, first = np.unique(pair, return_index=True)
+        for k in np.sort(first).tolist():
+            self.vocab_rows.setdefault((int(source_codes[k]), int(codes[k])), offset + int(at[k]))
+        self.rows.append(at.astype(np.int64) + offset)
+        self.ordinals.append(ordinals)
+        self.codes.append(codes)
+        self.source_codes.append(source_codes)
+        if task.visual:
+            label = np.full(len(pool), -1, np.int64)  # each pool sample's first truth
+            first_of_row = np.flatnonzero(np.r_[True, at[1:] != at[:-1]]) if len(at) else at
+            label[np.searchsorted(pool, at[first_of_row])] = codes[first_of_row]
+            take = pa.array(pool, pa.int64())
+            self.fit.append(
+                (
+                    batch["sample_id"].take(take).to_pylist(),
+                    batch["source"].take(take).to_pylist(),
+                    batch["modality"].take(take).to_pylist(),
+                    batch["group_id"].take(take).fill_null("").to_pylist(),
+                    label.tolist(),
+                )
+            )
+
+    def finish(self, source: SampleTable, embeddings) -> None:
+        task = self.task
+        task.rows = _array("q", self.rows, np.int64)
+        task.ordinals = _array("i", self.ordinals, _INT)
+        task.truth_codes = _array("i", self.codes, _INT)
+        task.source_codes = _array("H", self.source_codes, np.uint16)
+        names = list(task.truth_names)
+        found = source.take(self.vocab_rows.values()) if self.vocab_rows else {}
+        for (src, code), row in self.vocab_rows.items():
+            task.vocab_samples[task.sources[src]][names[code]] = found[row]
+        if not task.visual:
+            return
+        by_code = [*names, None]  # code -1: a pool sample without a candidate
+        for ids, sources, modalities, groups, labels in self.fit:
+            fits = _fits(task, ids, embeddings)
+            if fits is not None:
+                keep = np.flatnonzero(fits).tolist()
+                ids, sources, modalities, groups, labels = (
+                    [x[k] for k in keep] for x in (ids, sources, modalities, groups, labels)
+                )
+            task.fit_refs.extend(ids, sources, modalities, groups)
+            task.fit_labels.extend(by_code[code] for code in labels)
+
+
+def _fits(task, ids: list[str], embeddings) -> np.ndarray | None:
+    """Which pool samples go into the task's fit (:func:`~.generate._fits_on`); None: all."""
+    from .generate import _fits_on
+
+    if getattr(embeddings, "plans_everything", False):
+        return None
+    left_out = getattr(embeddings, "left_out", None)
+    if (
+        left_out is not None
+        and getattr(task.sampler, "draws_library", False)
+        and not len(left_out.failed)
+    ):
+        return None
+    return np.fromiter((_fits_on(task, sid, embeddings) for sid in ids), bool, len(ids))
+
+
+def _array(code: str, parts: list[np.ndarray], dtype) -> array:
+    out = array(code)
+    if parts:
+        out.frombytes(np.concatenate(parts).astype(dtype).tobytes())
+    return out
+
+
+__all__ = ["BASE_COLUMNS", "columnar", "plan_by_columns"]

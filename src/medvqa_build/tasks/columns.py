@@ -1,0 +1,97 @@
+"""Candidates from Arrow columns of the sample table, for planning without a Sample per row
+(:mod:`medvqa_build.stages.plan_columns`).
+
+A generator's ``column_candidates(batch, pool)`` gets a batch of columns (``plan_columns``, Parquet
+column paths, a nested one reading only that field, plus ``sample_id``, ``source``,
+``modality``, ``group_id``; keyed by top-level name) and the positions of the batch's pool
+samples (ascending), and returns its candidates as the row pass would find them: their
+positions, their ordinals among their sample's candidates, and their truths, ordered by
+position, then ordinal. Data the columns cannot stand for exactly raises :class:`NotColumnar`
+(the task is then planned from Samples).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+Columns = tuple[np.ndarray, np.ndarray, pa.Array]  # positions, ordinals, truths (strings)
+
+
+class NotColumnar(Exception):
+    """The batch holds data the columns cannot plan exactly (e.g. a null label)."""
+
+
+def _of_pool(column: pa.Array, pool: np.ndarray) -> pa.Array:
+    """The values of ``column`` at the pool's positions (the column itself when every sample
+    of the batch is in the pool)."""
+    if len(pool) == len(column):
+        return column
+    return column.take(pa.array(pool, pa.int64()))
+
+
+def single_labels(batch: dict[str, pa.Array], pool: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """The pool positions whose ``labels`` hold exactly one label, and those labels."""
+    labels = _of_pool(batch["labels"], pool)
+    one = np.asarray(pc.list_value_length(labels).fill_null(0)) == 1
+    values = pc.list_flatten(labels.filter(pa.array(one)))
+    if values.null_count:
+        raise NotColumnar("a null label")
+    return pool[one], values
+
+
+def attribute_values(batch: dict[str, pa.Array], pool: np.ndarray, key: str) -> pa.Array:
+    """Each pool sample's value of the attribute ``key`` (the last one, as a dict of the map
+    keeps it), None where it has none."""
+    attrs = _of_pool(batch["attributes"], pool)
+    if attrs.items.null_count or attrs.keys.null_count:
+        raise NotColumnar("a null attribute")
+    return pc.map_lookup(attrs, pa.scalar(key, pa.string()), "last")
+
+
+def one_per_sample(pool: np.ndarray, values: Iterable[str | None], keep: Callable) -> Columns:
+    """At most one candidate per pool sample (``values`` aligned with ``pool``): those whose
+    value ``keep`` maps to a truth (None: no candidate), each distinct value mapped once."""
+    encoded = pa.array(values, pa.string()).dictionary_encode()
+    truths = [keep(v) for v in encoded.dictionary.to_pylist()]
+    codes = np.asarray(encoded.indices.fill_null(len(truths)), np.int64)
+    kept = np.array([t is not None for t in truths] + [False], bool)[codes]
+    mapped = pa.array([t if t is not None else "" for t in truths], pa.string())
+    truth = mapped.take(pa.array(codes[kept], pa.int64()))
+    return pool[kept], np.zeros(int(kept.sum()), np.int64), truth
+
+
+def region_columns(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterable[str]) -> Columns:
+    """:func:`~.common.region_candidates` from the ``regions`` column: one candidate per
+    region with a box (only ``labels``, when given), truth its label."""
+    regions = _of_pool(batch["regions"], pool)
+    parents = np.asarray(pc.list_parent_indices(regions), np.int64)
+    flat = pc.list_flatten(regions)
+    if flat.null_count:
+        raise NotColumnar("a null region")
+    label = pc.struct_field(flat, "label")
+    if label.null_count:
+        raise NotColumnar("a region without a label")
+    keep = np.asarray(pc.is_valid(pc.struct_field(flat, "bbox")))
+    only = sorted(set(labels))
+    if only:
+        keep &= np.asarray(pc.is_in(label, pa.array(only, pa.string())).fill_null(False))
+    idx = np.flatnonzero(keep)
+    owner = parents[idx]
+    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(owner) else owner
+    run = np.repeat(starts, np.diff(np.r_[starts, len(owner)])) if len(owner) else owner
+    ordinals = np.arange(len(owner), dtype=np.int64) - run
+    return pool[owner], ordinals, label.take(pa.array(idx, pa.int64()))
+
+
+__all__ = [
+    "Columns",
+    "NotColumnar",
+    "attribute_values",
+    "one_per_sample",
+    "region_columns",
+    "single_labels",
+]

@@ -1,0 +1,175 @@
+"""Planning from columns (stages/plan_columns.py) makes exactly the plan of the row pass: the
+same candidate rows, ordinals, truth codes, source codes, vocabulary samples and fit refs, for
+every generator that offers ``column_candidates``, over several files, an excluded sample and
+data the columns cannot stand for (then the task falls back to the row pass)."""
+
+from __future__ import annotations
+
+import pytest
+
+from medvqa_build.recipe import TaskSpec
+from medvqa_build.records import MaskRef, Region, Sample
+from medvqa_build.stages import generate, plan_columns
+from medvqa_build.stages.generate import _plan_pools, _Task
+from medvqa_build.store.parquet import write_samples
+from medvqa_build.store.tables import SampleTable
+from medvqa_build.tasks import TASKS
+from medvqa_build.tasks.attribute_classification import AttributeClassification
+from medvqa_build.tasks.base import Candidate
+
+
+class _Everything:
+    plans_everything = True
+
+    def __contains__(self, sample_id):
+        return True
+
+
+def _sample(k: int, **kw) -> Sample:
+    base = {
+        "sample_id": f"s{k:03d}",
+        "source": "a" if k % 3 else "b",
+        "image": f"img{k}.jpg",
+        "width": 64,
+        "height": 48,
+        "modality": "endoscopy" if k % 4 else "ct",
+        "group_id": f"g{k // 2}" if k % 5 else "",
+    }
+    return Sample(**(base | kw))
+
+
+def _samples() -> list[Sample]:
+    """Labels (one, none, two), attributes (single, several values, absent), regions with
+    and without boxes and masks, in an order that makes truths first appear late."""
+    findings = ["polyp", "ulcer", "normal", "bleeding"]
+    out = []
+    for k in range(60):
+        labels = () if k % 7 == 0 else (findings[(k * 5) % 4],)
+        if k % 11 == 0:
+            labels = ("polyp", "ulcer")
+        attrs = {"phase": ["prep", "dissect", "close, clip", "close"][k % 4]} if k % 6 else {}
+        regions = tuple(
+            Region(
+                label=findings[(k + j) % 4],
+                bbox=None if (k + j) % 5 == 0 else (1.0, 2.0, 10.0, 12.0),
+                mask=MaskRef(counts=(3, 4, 5), size_hw=(48, 64)) if j % 2 else None,
+            )
+            for j in range(k % 4)
+        )
+        out.append(_sample(k, labels=labels, attributes=attrs, regions=regions))
+    return out
+
+
+def _task(generator: str, visual: bool = False, **spec) -> _Task:
+    spec = TaskSpec(
+        name=f"t-{generator}",
+        generator=generator,
+        category="c",
+        task="t",
+        quota=5,
+        n_options=3,
+        **spec,
+    )
+    return _Task(
+        spec=spec,
+        gen=TASKS.get(generator)(spec.params, spec.n_options),
+        sampler=None,
+        sources=spec.sources or ["a", "b"],
+        visual=visual,
+        groups=frozenset(),
+    )
+
+
+TASK_SPECS = [
+    ("image_classification", {}),
+    ("image_classification", {"params": {"labels": ["polyp", "ulcer", "bleeding"]}}),
+    ("image_classification", {"params": {"answer_map": {"polyp": "colon", "ulcer": "stomach"}}}),
+    ("lesion_identification", {"where": {"modality": "endoscopy"}}),
+    ("attribute_classification", {"params": {"attribute": "phase"}}),
+    ("surgical_phase", {"params": {"values": ["prep", "close"]}, "sources": ["a"]}),
+    ("region_recognition", {}),
+    ("region_recognition", {"params": {"labels": ["ulcer", "normal"]}}),
+]
+
+
+def _plans(tasks_of, table) -> tuple[list[_Task], list[_Task]]:
+    rows, cols = tasks_of(), tasks_of()
+    real = generate.plan_by_columns
+    generate.plan_by_columns = lambda tasks, source, embeddings: list(tasks)
+    try:
+        _plan_pools(rows, table, _Everything())
+    finally:
+        generate.plan_by_columns = real
+    _plan_pools(cols, table, _Everything())
+    return rows, cols
+
+
+def _same(a: _Task, b: _Task) -> None:
+    assert list(a.rows) == list(b.rows) and len(a.rows) > 0
+    assert list(a.ordinals) == list(b.ordinals)
+    assert list(a.truth_codes) == list(b.truth_codes)
+    assert list(a.source_codes) == list(b.source_codes)
+    assert list(a.truth_names) == list(b.truth_names)
+    assert {k: list(v.items()) for k, v in a.vocab_samples.items()} == {
+        k: list(v.items()) for k, v in b.vocab_samples.items()
+    }
+    assert list(a.fit_refs) == list(b.fit_refs)
+    assert a.fit_labels == b.fit_labels
+
+
+@pytest.mark.parametrize(("generator", "spec"), TASK_SPECS)
+def test_a_column_plan_equals_the_row_plan(tmp_path, generator, spec):
+    samples = _samples()
+    write_samples(samples[:25], tmp_path / "one.parquet")
+    write_samples(samples[25:], tmp_path / "two.parquet")
+    table = SampleTable(
+        [tmp_path / "one.parquet", tmp_path / "two.parquet"], exclude={"s013"}, batch_rows=16
+    )
+    assert plan_columns.columnar(_task(generator).gen)
+    rows, cols = _plans(lambda: [_task(generator, visual=True, **spec)], table)
+    _same(rows[0], cols[0])
+    assert 13 not in list(cols[0].rows)  # excluded, its row number kept by the others
+
+
+def test_data_the_columns_cannot_plan_goes_to_the_row_pass(tmp_path, monkeypatch):
+    samples = _samples()
+    write_samples(samples, tmp_path / "s.parquet")
+    table = SampleTable([tmp_path / "s.parquet"], batch_rows=16)
+    fell_back = []
+    real = generate.plan_by_columns
+
+    def spy(tasks, source, embeddings):
+        rest = real(tasks, source, embeddings)
+        fell_back.extend(t.spec.name for t in rest)
+        return rest
+
+    monkeypatch.setattr(generate, "plan_by_columns", spy)
+
+    calls = []
+
+    def null_truth(self, batch, pool):  # the third batch holds what the columns cannot name
+        calls.append(len(pool))
+        if len(calls) == 3:
+            raise plan_columns.NotColumnar("a null truth")
+        return AttributeClassification.column_candidates(self, batch, pool)
+
+    class Stubborn(AttributeClassification):
+        column_candidates = null_truth
+
+        def candidates(self, samples):  # noqa: D102 (the same as its parent's)
+            return AttributeClassification.candidates(self, samples)
+
+    class Overriding(AttributeClassification):
+        def candidates(self, samples):  # a subclass's own candidates: not columnar
+            return [Candidate(s, "x") for s in samples]
+
+    assert not plan_columns.columnar(Overriding({}, 3))
+    assert plan_columns.columnar(Stubborn({}, 3))
+    task = _task("attribute_classification")
+    task.gen = Stubborn({"attribute": "phase"}, 3)
+    _plan_pools([task], table, _Everything())
+    assert fell_back == [task.spec.name] and len(calls) == 3
+    plain = _task("attribute_classification", params={"attribute": "phase"})
+    monkeypatch.setattr(generate, "plan_by_columns", lambda tasks, s, e: list(tasks))
+    _plan_pools([plain], table, _Everything())
+    _same(plain, task)  # planned from Samples, from the start: the names were reset
