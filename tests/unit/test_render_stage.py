@@ -11,7 +11,16 @@ from medvqa_build.media.image import load_rgb
 from medvqa_build.media.refs import source_ref
 from medvqa_build.recipe import RenderSpec
 from medvqa_build.records import DrawnShape, Item, MaskRef
-from medvqa_build.stages.render import CHUNK, RenderJob, _render_chunk, render_items, render_one
+from medvqa_build.stages.render import (
+    CHUNK,
+    RenderJob,
+    _render_chunk,
+    draw_kind,
+    render_items,
+    render_one,
+)
+from medvqa_build.store.parquet import ItemWriter
+from medvqa_build.store.tables import ItemTable
 
 from ..fixtures.images import write_jpeg
 
@@ -297,3 +306,36 @@ def test_the_stage_catches_a_contour_drawn_off_its_mask(tmp_path, monkeypatch):
     assert alone.item is not None and alone.problems == tuple(
         p for p in problems if p.item_id == "c0"
     )
+
+
+def test_shapes_planned_at_the_image_level_are_drawn_by_their_kind(tmp_path):
+    """A reference box planned on an ``image``-level item (MedSG's red box) is drawn by the
+    ``box`` renderer; shapes of two kinds on one image are quarantined with the reason; the
+    item table names the kinds so the render stage's address covers their renderers."""
+    write_jpeg(tmp_path / "src" / "a.jpg", 1, size_wh=(80, 60))
+    box = DrawnShape(0, "box", "polyp", "red", bbox=(10, 10, 40, 30))
+    point = DrawnShape(0, "point", "polyp", "red", point=(20.0, 20.0))
+    items = [
+        _item("ref", "image", box),
+        _item("mixed", "image", box).replace(prompt_geometry=(box, point)),
+        _item("clean", "image", box).replace(prompt_geometry=()),
+    ]
+    assert [draw_kind(i, list(i.prompt_geometry)) for i in (items[0], items[2])] == ["box", "image"]
+    job = RenderJob(
+        roots={"s": tmp_path / "src"}, out=tmp_path / "out", spec=RenderSpec(format="png")
+    )
+    done, bad, problems = render_items(items, job, progress=False)
+    assert [i.item_id for i in done] == ["ref", "clean"] and problems == []
+    assert [b["item_id"] for b in bad] == ["mixed"] and "kinds ['box', 'point']" in bad[0]["reason"]
+    ref, clean = done
+    assert ref.images[0] == "render://images/ref_0.png" and ref.prompt_level == "image"
+    (drawn,) = ref.prompt_geometry
+    assert drawn.kind == "box" and drawn.bbox == box.bbox and drawn.thickness_px == 2
+    pixels = load_rgb(tmp_path / "out" / "images" / "ref_0.png")
+    assert tuple(pixels[10, 10]) == (255, 0, 0)
+    assert clean.images == items[2].images  # nothing planned: the source file itself
+    with ItemWriter(tmp_path / "items.parquet") as writer:
+        for item in items:
+            writer.add(item)
+    table = ItemTable(tmp_path / "items.parquet")
+    assert table.shape_kinds("image") == ["box", "point"] and table.shape_kinds("box") == []
