@@ -51,6 +51,7 @@ from ..store.tables import ItemTable, SampleTable, as_sample_source
 from ..tasks import TASKS, Candidate, GenContext, ItemProblem
 from ..tasks.repeats import AnswerRepeats
 from .base import BuildContext, Stage, StageResult
+from .plan_columns import fits_on as _fits_on
 from .plan_columns import plan_by_columns
 
 
@@ -257,23 +258,6 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
                 if task.visual and _fits_on(task, s.sample_id, embeddings):
                     task.fit_refs.append(s)
                     task.fit_labels.append(cands[0].truth if cands else None)
-
-
-def _fits_on(task: _Task, sample_id: str, embeddings) -> bool:
-    """Whether a pool sample goes into the task's fit. When the embed stage embedded only
-    what generation can use (``embeddings.left_out``), a sampler that draws its library
-    (``draws_library``) is fitted on every sample that did not fail, as if all were embedded
-    (it draws the same library the embed stage drew, and reads only those rows); another on
-    the task's own embedded pool (its capped draw and its candidates)."""
-    left_out = getattr(embeddings, "left_out", None)
-    if left_out is None:
-        return sample_id in embeddings
-    if getattr(task.sampler, "draws_library", False):
-        return left_out.failed.index(sample_id) is None
-    pool = left_out.pools.get(task.spec.name)
-    if pool is not None and pool.index(sample_id) is None:
-        return False
-    return sample_id in embeddings
 
 
 def _plan_grouped(task: _Task, source) -> dict[str, list[str]]:

@@ -190,10 +190,25 @@ class _ColumnPlan:
             task.fit_labels.extend(by_code[code] for code in labels)
 
 
-def _fits(task, ids: list[str], embeddings) -> np.ndarray | None:
-    """Which pool samples go into the task's fit (:func:`~.generate._fits_on`); None: all."""
-    from .generate import _fits_on
+def fits_on(task, sample_id: str, embeddings) -> bool:
+    """Whether a pool sample goes into the task's fit. When the embed stage embedded only
+    what generation can use (``embeddings.left_out``), a sampler that draws its library
+    (``draws_library``) is fitted on every sample that did not fail, as if all were embedded
+    (it draws the same library the embed stage drew, and reads only those rows); another on
+    the task's own embedded pool (its capped draw and its candidates)."""
+    left_out = getattr(embeddings, "left_out", None)
+    if left_out is None:
+        return sample_id in embeddings
+    if getattr(task.sampler, "draws_library", False):
+        return left_out.failed.index(sample_id) is None
+    pool = left_out.pools.get(task.spec.name)
+    if pool is not None and pool.index(sample_id) is None:
+        return False
+    return sample_id in embeddings
 
+
+def _fits(task, ids: list[str], embeddings) -> np.ndarray | None:
+    """Which pool samples go into the task's fit (:func:`fits_on`); None: all."""
     if getattr(embeddings, "plans_everything", False):
         return None
     left_out = getattr(embeddings, "left_out", None)
@@ -203,7 +218,7 @@ def _fits(task, ids: list[str], embeddings) -> np.ndarray | None:
         and not len(left_out.failed)
     ):
         return None
-    return np.fromiter((_fits_on(task, sid, embeddings) for sid in ids), bool, len(ids))
+    return np.fromiter((fits_on(task, sid, embeddings) for sid in ids), bool, len(ids))
 
 
 def _array(code: str, parts: list[np.ndarray], dtype) -> array:
@@ -213,4 +228,4 @@ def _array(code: str, parts: list[np.ndarray], dtype) -> array:
     return out
 
 
-__all__ = ["BASE_COLUMNS", "columnar", "plan_by_columns"]
+__all__ = ["BASE_COLUMNS", "columnar", "fits_on", "plan_by_columns"]
