@@ -40,6 +40,9 @@ def test_other_damaged_states_and_bugs(tmp_path):
     assert failures.describe(bad, args).startswith("damaged Parquet file (Could not open")
     assert "nested too deeply" in failures.describe(RecursionError(), args)
     assert failures.describe(MemoryError(), args).startswith("ran out of memory")
+    # pyarrow failing to allocate is memory running out, not a damaged file (it was said so)
+    arrow_oom = pa.ArrowMemoryError("malloc of size 1528421504 failed")
+    assert failures.describe(arrow_oom, args).startswith("ran out of memory")
     for bug in (KeyError("x"), ValueError("y"), OSError(errno.ENOENT, "gone", "/x")):
         assert failures.describe(bug, args) is None  # a bug keeps its traceback
 

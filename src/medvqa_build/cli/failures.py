@@ -77,17 +77,18 @@ def describe(exc: BaseException, args: argparse.Namespace) -> str | None:
             f"{os.strerror(exc.errno).lower()}: {os.fsdecode(exc.filename)} — fix: give your "
             "user access to it and its folder, or write elsewhere with -o"
         )
+    if isinstance(exc, MemoryError):  # pyarrow's too (ArrowMemoryError), not a damaged file
+        return (
+            "ran out of memory — fix: lower --workers, or lower the limits in MEDVQA_LIMITS "
+            "(max_worker_bytes, max_decode_bytes: docs/reliability.md, Limits) so a file that "
+            "claims that much is refused"
+        )
     if _from_pyarrow(exc):
         return _parquet_line(str(exc))
     if isinstance(exc, RecursionError):
         return (
             "an input is nested too deeply to read (Python's recursion limit) — fix: pass a "
             "file as the tool that made it wrote it"
-        )
-    if isinstance(exc, MemoryError):
-        return (
-            "ran out of memory — fix: lower --workers, or lower the limits in MEDVQA_LIMITS "
-            "(docs/reliability.md, Limits) so a file that claims that much is refused"
         )
     return None
 

@@ -24,6 +24,7 @@ from ..errors import ImageProblem, SourceError, describe_validation_error
 from ..media.image import DEFAULT_MAX_PIXELS
 from ..records import QuarantineEntry, Sample
 from ..registry import Registry
+from ..store.memory import budget_reason
 from ..store.paths import contained_path, not_a_file, path_problem, without_suffix
 from .discovery import Expect
 
@@ -337,6 +338,8 @@ class FileLayout(ABC):
         except MALFORMED as exc:
             text = malformed_text(exc).replace(f"{ctx.root}/", "")  # no absolute path
             return ctx.quarantine(candidate.rel, f"malformed annotation or file ({text})")
+        except MemoryError:  # past the worker's budget (store.memory.worker_budget)
+            return ctx.quarantine(candidate.rel, budget_reason())
 
 
 class LayoutOptions(BaseModel):

@@ -25,13 +25,14 @@ import numpy as np
 from ..geometry import mask_to_xyxy, rle_encode
 from ..media.volume import (
     VolumeProblem,
-    load_canonical,
+    canonical_header,
     load_volume,
     slice_2d,
     slice_shape_hw,
     slice_spacing,
 )
 from ..records import MaskRef, QuarantineEntry, Region, Sample, SliceRef
+from ..store.memory import budget_reason
 from .base import FileCandidate, LabelProblem, LayoutOptions, ScanContext
 
 # what every volume layout's slices carry: the structures' masks and boxes, the label volume
@@ -84,9 +85,9 @@ class CaseVolumes:
 def _case_problem(
     images: dict[str, tuple[Path, int | None]], label: Path, atol: float
 ) -> str | None:
-    lab = load_canonical(label)
+    lab = canonical_header(label)
     for path, _ in images.values():
-        img = load_canonical(path)
+        img = canonical_header(path)
         if tuple(img.shape[:3]) != tuple(lab.shape[:3]):
             return (
                 f"label volume {label.name} is {tuple(lab.shape[:3])}, image {path.name} is "
@@ -132,10 +133,12 @@ def _open_case(
         if not values:
             return ctx.quarantine(first, f"label volume {cv.label.name} has no foreground")
         names = {v: ctx.canonical(cv.labels[v]) for v in sorted(values)}
-        spacing = tuple(float(z) for z in load_canonical(first).header.get_zooms()[:3])
+        spacing = canonical_header(first).zooms[:3]
         channels = _unchosen_channels(cv)
     except (VolumeProblem, LabelProblem) as exc:
         return ctx.quarantine(first, str(exc))
+    except MemoryError:  # past the worker's budget (store.memory.worker_budget)
+        return ctx.quarantine(first, budget_reason(f"reading the volumes of case {cv.case}"))
     for sequence, n in channels.items():
         ctx.notes[f"4-D image volume: channel 0 of {n} sliced"] += 1
         name = cv.images[sequence][0].name
@@ -148,7 +151,7 @@ def _unchosen_channels(cv: CaseVolumes) -> dict[str, int]:
     chosen: the first is sliced, which the samples and the report then say."""
     out = {}
     for sequence, (path, channel) in cv.images.items():
-        shape = load_canonical(path).shape
+        shape = canonical_header(path).shape
         if channel is None and len(shape) == 4 and shape[3] > 1:
             out[sequence] = int(shape[3])
     return out

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ImageProblem
-from ..store.limits import read_limits
+from ..store.limits import decode_problem, read_limits
 from ..store.paths import not_a_file
 from .dicom_codecs import decode_failure, missing_decoder, redact, syntax_text
 
@@ -214,12 +214,14 @@ def check_declared_frames(ds) -> None:
     rows, columns = _int(ds, "Rows", 0), _int(ds, "Columns", 0)
     samples, bits = _int(ds, "SamplesPerPixel", 1), _int(ds, "BitsAllocated", 8)
     need = rows * columns * samples * frames * max(1, (bits + 7) // 8)
-    if need > limits.max_decode_bytes:
-        raise DicomProblem(
-            f"decoding {frames:,} frame(s) of {columns}x{rows}x{samples} at {bits} bits needs "
-            f"{need:,} bytes, over the max_decode_bytes limit of {limits.max_decode_bytes:,} per "
-            "worker; raise it (MEDVQA_LIMITS=max_decode_bytes=...) if genuine"
-        )
+    # at once: every frame decoded, one frame's float64 temporaries (Modality LUT, window)
+    # and its RGB
+    peak = need + rows * columns * (samples * 16 + 3)
+    why = decode_problem(
+        need, f"decoding {frames:,} frame(s) of {columns}x{rows}x{samples} at {bits} bits", peak
+    )
+    if why:
+        raise DicomProblem(why)
 
 
 def check_dicom(path: str | os.PathLike, mode: str = "header") -> tuple[int, int]:

@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image, ImageFile, ImageOps, UnidentifiedImageError
 
 from ..errors import ImageProblem
-from ..store.limits import read_limits
+from ..store.limits import decode_problem
 from ..store.paths import not_a_file
 
 _JPEG_EOI = b"\xff\xd9"
@@ -84,16 +84,13 @@ DECODE_BYTES_PER_PIXEL = 6
 
 def decode_limit(width: int, height: int) -> None:
     """Raise :class:`ImageProblem` when decoding a ``width x height`` image would need more
-    than ``max_decode_bytes`` (the per-worker decode budget, store/limits.py): a 14000x14000
-    Deflate TIFF is under ``max_pixels`` yet costs over a gigabyte in every worker."""
+    than ``max_decode_bytes`` (the per-worker decode budget, store/limits.py) or than the
+    worker's memory budget ``max_worker_bytes``: a 14000x14000 Deflate TIFF is under
+    ``max_pixels`` yet costs over a gigabyte in every worker."""
     need = width * height * DECODE_BYTES_PER_PIXEL
-    budget = read_limits().max_decode_bytes
-    if need > budget:
-        raise ImageProblem(
-            f"decoding {width}x{height} pixels needs about {need:,} bytes, over the "
-            f"max_decode_bytes limit of {budget:,} per worker; raise it "
-            "(MEDVQA_LIMITS=max_decode_bytes=...) if the file is genuine"
-        )
+    why = decode_problem(need, f"decoding {width}x{height} pixels")
+    if why:
+        raise ImageProblem(why)
 
 
 @contextmanager
@@ -375,10 +372,23 @@ def _png_size(buf: bytes):
         pos = end
 
 
+def _imdecode(data: np.ndarray, flags: int) -> np.ndarray | None:
+    """``cv2.imdecode``, with OpenCV's out-of-memory error (past the worker's budget,
+    store.memory.worker_budget) raised as the ``MemoryError`` it is."""
+    if not data.size:
+        return None
+    try:
+        return cv2.imdecode(data, flags)
+    except cv2.error as exc:
+        if "Insufficient memory" in str(exc) or "Failed to allocate" in str(exc):
+            raise MemoryError(str(exc).splitlines()[-1]) from None
+        raise
+
+
 def load_rgb(path: str | os.PathLike) -> np.ndarray:
     """Decode to an RGB uint8 ``(H, W, 3)`` array (grey and RGBA are converted)."""
     data = np.fromfile(str(path), dtype=np.uint8)
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    image = _imdecode(data, cv2.IMREAD_COLOR)
     if image is None:
         raise ImageProblem("cannot decode image pixels (corrupt or unsupported format)")
     del data  # the file's bytes: not held while the channels are swapped
@@ -388,7 +398,7 @@ def load_rgb(path: str | os.PathLike) -> np.ndarray:
 def load_mask(path: str | os.PathLike) -> np.ndarray:
     """Decode a mask file to a 2-D array (first channel of a colour mask), as displayed."""
     data = np.fromfile(str(path), dtype=np.uint8)
-    mask = cv2.imdecode(data, MASK_READ) if data.size else None
+    mask = _imdecode(data, MASK_READ)
     if mask is None:
         raise ImageProblem(f"cannot decode mask {Path(path).name}")
     return mask if mask.ndim == 2 else mask[..., 0]

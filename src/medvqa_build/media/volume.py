@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from ..store.limits import read_limits
+from ..store.limits import decode_problem, read_limits
 from ..store.paths import not_a_file
 
 AXES = ("axial", "coronal", "sagittal")
@@ -54,12 +55,53 @@ def _nib():
 # deflate never packs more than 1032 bytes into one (zlib's "maximum compression factor"), so
 # a gzip file of K bytes holds at most 1032 K: a cheap bound on what a .nii.gz can unpack to
 _GZIP_MAX_RATIO = 1032
+# voxels scaled at a time (scl_slope / scl_inter): the float64 temporaries of nibabel's
+# scaling are one slab's, the array kept is float32
+_SLAB_VOXELS = 1 << 22
+_CANONICAL = [[0, 1], [1, 1], [2, 1]]
+
+
+def _scaling(img) -> tuple[float, float] | None:
+    """``(slope, inter)`` the header applies to the stored voxels, or None when it applies
+    none (slope 1 and inter 0, or unset)."""
+    proxy = img.dataobj
+    slope, inter = getattr(proxy, "slope", 1.0), getattr(proxy, "inter", 0.0)
+    return None if (slope, inter) == (1, 0) else (slope, inter)
+
+
+def loaded_dtype(img) -> np.dtype:
+    """The dtype :func:`load_volume` gives the voxels of ``img``: float32 when the header
+    scales them (nibabel's own read would give float64, 8 bytes a voxel: a 512x512x600 CT
+    is then 1.26 GB) or when they are stored as a wider float; else the stored dtype. Every
+    reader turns voxels into float32 grey levels or rounds label values, so float32 gives
+    the same pixels."""
+    stored = np.dtype(img.get_data_dtype())
+    if _scaling(img) is not None or (stored.kind == "f" and stored.itemsize > 4):
+        return np.dtype(np.float32)
+    return stored
+
+
+def _decode_bytes(img, shape: tuple[int, ...]) -> tuple[int, int]:
+    """``(kept, peak)`` bytes of reading one channel of ``img``: the array kept (a 3-D
+    channel in :func:`loaded_dtype`), and at once the stored voxels of the whole file, that
+    array and one slab's float64 scaling temporaries."""
+    stored = np.dtype(img.get_data_dtype()).itemsize
+    out = loaded_dtype(img)
+    channel = math.prod(shape[:3])
+    kept = channel * out.itemsize
+    peak = math.prod(shape) * stored
+    if out != np.dtype(img.get_data_dtype()):
+        peak += kept + 2 * 8 * min(channel, _SLAB_VOXELS)
+    return kept, peak
 
 
 def check_declared_size(img, path: str | os.PathLike) -> None:
-    """Raise :class:`VolumeProblem` when the header's shape is over ``max_voxels`` or needs
-    more data than the file holds (``declares N voxels but the file is K bytes``): checked on
-    the header alone, before any voxel is read or allocated (a 5 kB file may claim 1300^3)."""
+    """Raise :class:`VolumeProblem` when the header's shape is over ``max_voxels``, needs
+    more data than the file holds (``declares N voxels but the file is K bytes``), or more
+    memory than the decode budget once read (voxels x the item size :func:`load_volume`
+    gives, against ``max_decode_bytes``; with the stored voxels and the scaling's
+    temporaries, against ``max_worker_bytes``): checked on the header alone, before any
+    voxel is read or allocated (a 5 kB file may claim 1300^3)."""
     name = Path(path).name
     shape = tuple(int(d) for d in img.shape)
     voxels = math.prod(shape)
@@ -85,29 +127,141 @@ def check_declared_size(img, path: str | os.PathLike) -> None:
             f"volume {name} declares {voxels:,} voxels ({need:,} bytes) but the file is "
             f"{size:,} bytes{packed}; the header is damaged or the download was cut short"
         )
+    kept, peak = _decode_bytes(img, shape)
+    what = f"reading volume {name} ({'x'.join(map(str, shape[:3]))} as {loaded_dtype(img)})"
+    why = decode_problem(kept, what, peak)
+    if why:
+        raise VolumeProblem(why)
 
 
-def load_canonical(path: str | os.PathLike):
-    """The NIfTI image reoriented to RAS+ (lazy: pixel data is read on first access); a
-    header whose size is over the limits or beyond the file is refused first."""
+def _open(path: str | os.PathLike):
+    """The NIfTI image as stored (lazy), its size checked (:func:`check_declared_size`);
+    every failure a :class:`VolumeProblem` naming the file, never its absolute path."""
     nib = _nib()
     if not os.path.isfile(path):  # a FIFO or a device would block nibabel's read
         raise VolumeProblem(f"volume {Path(path).name}: {not_a_file(path)}")
     try:
         img = nib.load(str(path))
         check_declared_size(img, path)
-        if len(img.shape) == 2:  # 2-D NIfTI (e.g. CAMUS ultrasound frames): one-slice volume
-            img = nib.Nifti1Image(np.asanyarray(img.dataobj)[..., None], img.affine)
-        return nib.as_closest_canonical(img)
+        return img
     except FileNotFoundError:
         raise VolumeProblem(f"volume {Path(path).name} not found") from None
     except VolumeProblem:
         raise
     except Exception as exc:  # nibabel raises many types for a damaged file
-        message = str(exc).replace(str(path), Path(path).name)  # no absolute path in reasons
-        raise VolumeProblem(
-            f"cannot read volume {Path(path).name} ({exc.__class__.__name__}: {message})"
-        ) from None
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: str | os.PathLike, exc: Exception) -> VolumeProblem:
+    message = str(exc).replace(str(path), Path(path).name)  # no absolute path in reasons
+    return VolumeProblem(
+        f"cannot read volume {Path(path).name} ({exc.__class__.__name__}: {message})"
+    )
+
+
+def _read_voxels(img, channel: int | None) -> np.ndarray:
+    """The stored voxels of ``img`` (one channel of a 4-D file: ``channel``, default the
+    first) in :func:`loaded_dtype`: read once as stored, then scaled a slab at a time into a
+    float32 array with nibabel's own arithmetic (the values of nibabel's float64 read,
+    rounded to float32, as every reader of them rounds them)."""
+    from nibabel.volumeutils import apply_read_scaling
+
+    proxy = img.dataobj
+    out_dtype = loaded_dtype(img)
+    if not hasattr(proxy, "get_unscaled"):  # not an ArrayProxy: nibabel scales it whole
+        data = np.asanyarray(proxy)
+        data = data[..., 0 if channel is None else channel] if data.ndim == 4 else data
+        return data.astype(out_dtype, copy=False)
+    raw = proxy.get_unscaled()
+    if raw.ndim == 4:
+        raw = raw[..., 0 if channel is None else channel]
+        if raw.dtype == out_dtype:
+            return np.array(raw)  # not a view that keeps every channel
+    if raw.dtype == out_dtype:
+        return raw
+    out = np.empty_like(raw, dtype=out_dtype)  # the stored order (Fortran), so slabs line up
+    scaling = _scaling(img)
+    if scaling is None:
+        out[...] = raw  # a wider float narrowed: numpy casts in buffered blocks
+        return out
+    slope, inter = np.asanyarray(scaling[0]), np.asanyarray(scaling[1])
+    if raw.flags.f_contiguous or raw.flags.c_contiguous:
+        order = "F" if raw.flags.f_contiguous else "C"  # views of both, in memory order
+        flat_raw, flat_out = raw.reshape(-1, order=order), out.reshape(-1, order=order)
+        for lo in range(0, flat_raw.size, _SLAB_VOXELS):
+            part = flat_raw[lo : lo + _SLAB_VOXELS]
+            flat_out[lo : lo + _SLAB_VOXELS] = apply_read_scaling(part, slope, inter)
+    else:  # a channel of a C-ordered 4-D array: one slice at a time
+        for k in range(raw.shape[-1]):
+            out[..., k] = apply_read_scaling(raw[..., k], slope, inter)
+    return out
+
+
+def _canonical_image(img, data: np.ndarray | None = None):
+    """``img`` reoriented to RAS+ as ``nib.as_closest_canonical`` does it, around ``data``
+    (its voxels, read by :func:`_read_voxels`), or, without ``data``, around a stand-in of
+    no memory: then only its shape, affine and header mean anything."""
+    nib = _nib()
+    stand_in = data is None
+    if stand_in:
+        data = np.broadcast_to(np.zeros((), np.uint8), tuple(int(d) for d in img.shape))
+    if len(img.shape) == 2:  # 2-D NIfTI (e.g. CAMUS ultrasound frames): one-slice volume
+        return nib.as_closest_canonical(nib.Nifti1Image(data[..., None], img.affine))
+    from nibabel.orientations import io_orientation
+
+    if np.array_equal(io_orientation(img.affine), _CANONICAL):
+        return img if stand_in else img.__class__(data, img.affine, img.header)
+    return nib.as_closest_canonical(img.__class__(data, img.affine, img.header))
+
+
+def load_canonical(path: str | os.PathLike):
+    """The NIfTI image reoriented to RAS+, its voxels read as :func:`load_volume` reads them
+    (float32 when scaled); a header whose size is over the limits or beyond the file is
+    refused first. For its shape, affine or spacing alone, :func:`canonical_header` reads no
+    voxel."""
+    img = _open(path)
+    try:
+        return _canonical_image(img, _read_voxels(img, None) if len(img.shape) < 4 else None)
+    except (VolumeProblem, MemoryError):
+        raise
+    except Exception as exc:  # nibabel raises many types for a damaged file
+        raise _unreadable(path, exc) from None
+
+
+@dataclass(frozen=True)
+class VolumeHeader:
+    """What the header of a NIfTI file says once reoriented to RAS+, no voxel read."""
+
+    shape: tuple[int, ...]
+    affine: np.ndarray
+    zooms: tuple[float, ...]
+
+
+@lru_cache(maxsize=64)
+def _header(path: str, _version: tuple[int, int]) -> VolumeHeader:
+    img = _open(path)
+    try:
+        canonical = _canonical_image(img)
+        return VolumeHeader(
+            tuple(int(d) for d in canonical.shape),
+            np.array(canonical.affine),
+            tuple(float(z) for z in canonical.header.get_zooms()),
+        )
+    except VolumeProblem:
+        raise
+    except Exception as exc:  # nibabel raises many types for a damaged file
+        raise _unreadable(path, exc) from None
+
+
+def canonical_header(path: str | os.PathLike) -> VolumeHeader:
+    """Shape, affine and voxel spacing of a NIfTI file in RAS+ (as :func:`load_canonical`
+    would give them), from its header alone; its size is checked as every read's is."""
+    try:
+        st = os.stat(path)
+        version = (st.st_mtime_ns, st.st_size)  # a file rewritten in place is read again
+    except OSError:
+        version = (0, 0)  # _open names the problem
+    return _header(str(path), version)
 
 
 def slice_spacing(spacing: tuple[float, float, float], axis: str) -> tuple[float, float]:
@@ -143,13 +297,18 @@ def slice_2d(volume: np.ndarray, axis: str, index: int) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _volume_data(path: str, channel: int | None) -> np.ndarray:
-    img = load_canonical(path)
-    data = np.asanyarray(img.dataobj)
-    if data.ndim == 4:
-        data = data[..., 0 if channel is None else channel]
-    elif data.ndim != 3:
-        raise VolumeProblem(f"volume {Path(path).name} has {data.ndim} dimensions, expected 3 or 4")
-    return data
+    img = _open(path)
+    if len(img.shape) not in (2, 3, 4):
+        raise VolumeProblem(
+            f"volume {Path(path).name} has {len(img.shape)} dimensions, expected 3 or 4"
+        )
+    try:
+        data = _read_voxels(img, channel)
+        return np.asanyarray(_canonical_image(img, data).dataobj)
+    except (VolumeProblem, MemoryError):
+        raise
+    except Exception as exc:  # nibabel raises many types for a damaged file
+        raise _unreadable(path, exc) from None
 
 
 def load_volume(path: str | os.PathLike, channel: int | None = None) -> np.ndarray:

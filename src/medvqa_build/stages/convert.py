@@ -33,7 +33,8 @@ from ..records import QuarantineEntry, Sample
 from ..schema import SAMPLE_SCHEMA
 from ..sources import ScanStats, get_source
 from ..store.atomic import write_atomic
-from ..store.memory import use_returning_memory_pool
+from ..store.limits import read_limits
+from ..store.memory import use_returning_memory_pool, worker_budget
 from ..store.parquet import (
     GIVEN_KEY,
     ROOT_KEY,
@@ -163,6 +164,13 @@ def convert_shard(task: ShardTask) -> dict[str, int]:
 
     The progress bar appears with the first candidate, so a layout that stops on a bad
     table first prints its one-line error alone."""
+    # each worker (a pool process, or this process for workers=1) converts under the memory
+    # budget: a decode past it is that file's quarantine entry (layouts.base), not the machine's
+    with worker_budget(read_limits().max_worker_bytes):
+        return _convert_shard(task)
+
+
+def _convert_shard(task: ShardTask) -> dict[str, int]:
     parquet, quarantine_json = shard_paths(task.out, task.k)
     rows: list[dict] = []
     bad: list[tuple[int, int, dict]] = []

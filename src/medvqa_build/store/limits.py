@@ -25,6 +25,9 @@ class ReadLimits:
 
     max_pixels: int = 200_000_000  # pixels of one 2-D image or frame (recipe key max_pixels)
     max_decode_bytes: int = 1 << 30  # bytes one decode may allocate (per worker)
+    # bytes a convert worker may allocate above what it held when its shard began
+    # (store.memory.worker_budget: RLIMIT_DATA, and the accounting of decode_problem)
+    max_worker_bytes: int = 8 << 30
     max_voxels: int = 1_000_000_000  # voxels of one volume
     max_frames: int = 1_000_000  # frames of one video
     max_table_bytes: int = 2 << 30  # bytes of one label table or predictions file
@@ -59,6 +62,29 @@ def _parse(text: str) -> dict[str, int]:
             raise UsageError(f"{ENV}: {name}={value!r} is below 1", fix="a limit is at least 1")
         out[name] = number
     return out
+
+
+def decode_problem(need: int, what: str, peak: int | None = None) -> str | None:
+    """Why a decode of ``what`` may not run, or None: the ``need`` bytes it hands on against
+    ``max_decode_bytes``, and the ``peak`` bytes it holds at once (default ``need``: its
+    input, temporaries and output) against the worker budget ``max_worker_bytes``. Checked on
+    a header's shape x item size, before anything is allocated."""
+    limits = read_limits()
+    if need > limits.max_decode_bytes:
+        return (
+            f"{what} needs about {need:,} bytes, over the max_decode_bytes limit of "
+            f"{limits.max_decode_bytes:,} per worker; raise it "
+            "(MEDVQA_LIMITS=max_decode_bytes=...) if the file is genuine"
+        )
+    peak = need if peak is None else peak
+    if peak > limits.max_worker_bytes:
+        return (
+            f"{what} needs about {peak:,} bytes at once, over the worker memory budget "
+            f"max_worker_bytes of {limits.max_worker_bytes:,}; raise it "
+            "(MEDVQA_LIMITS=max_worker_bytes=...) if the file is genuine and the machine has "
+            "the memory"
+        )
+    return None
 
 
 def read_limits() -> ReadLimits:

@@ -15,9 +15,13 @@ import ctypes.util
 import gc
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 
 import pyarrow as pa
+
+from .limits import read_limits
 
 M_ARENA_MAX = -8  # mallopt parameter (glibc malloc.h)
 ARENAS = 2  # arenas after tuning: threads share them instead of growing one each
@@ -68,3 +72,66 @@ def use_returning_memory_pool() -> None:
     """
     if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
         pa.set_memory_pool(pa.system_memory_pool())
+
+
+# -- the convert workers' memory budget ----------------------------------------------------------
+
+
+def data_bytes() -> int | None:
+    """The data segment of this process as the kernel counts it against ``RLIMIT_DATA``
+    (``VmData``: heap and private writable mappings), or None where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@contextmanager
+def worker_budget(nbytes: int) -> Iterator[bool]:
+    """Within the block, this process may allocate at most ``nbytes`` more than it holds at
+    its start (``RLIMIT_DATA``'s soft limit, restored after): a decode past the budget gets a
+    ``MemoryError`` (quarantined by the layouts, see :func:`budget_reason`) instead of
+    taking the machine's memory. The data limit, not the address space, is used because the
+    native libraries reserve address space they never touch (OpenBLAS, glibc arenas) and a
+    forked worker inherits its parent's mappings: the budget is counted from what the
+    process holds when the block begins. A tighter limit the user set is kept. Yields
+    whether the limit is in force (Linux only; elsewhere the accounting checks before each
+    decode, :func:`~medvqa_build.store.limits.decode_problem`, are the budget)."""
+    held = data_bytes()
+    try:
+        import resource
+    except ImportError:  # Windows
+        resource = None  # type: ignore[assignment]
+    if held is None or resource is None or not hasattr(resource, "RLIMIT_DATA"):
+        yield False
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = held + int(nbytes)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        yield False  # the user's own limit is tighter
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    except (ValueError, OSError):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def budget_reason(what: str = "reading it") -> str:
+    """The quarantine reason of a file whose read ran out of memory under the worker budget."""
+    budget = read_limits().max_worker_bytes
+    return (
+        f"ran out of memory {what}, over the worker memory budget max_worker_bytes of "
+        f"{budget:,} bytes; raise it (MEDVQA_LIMITS=max_worker_bytes=...) if the file is "
+        "genuine and the machine has the memory, or lower --workers"
+    )

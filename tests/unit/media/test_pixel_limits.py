@@ -64,6 +64,9 @@ def test_limit_is_inclusive_and_none_means_no_limit(tmp_path, monkeypatch):
     with pytest.raises(ImageProblem, match="max_decode_bytes"):  # a separate limit
         check_image(big, "header", None)
     monkeypatch.setenv("MEDVQA_LIMITS", "max_decode_bytes=1e12")
+    with pytest.raises(ImageProblem, match="max_worker_bytes of 8,589,934,592"):  # the budget
+        check_image(big, "header", None)
+    monkeypatch.setenv("MEDVQA_LIMITS", "max_decode_bytes=1e12,max_worker_bytes=1e12")
     assert check_image(big, "header", None) == (65000, 65000)
 
 

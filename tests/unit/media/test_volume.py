@@ -41,3 +41,54 @@ def test_windows():
     mri = np.linspace(0, 1000, 1001)
     scaled = window_to_uint8(mri, None)
     assert scaled.min() == 0 and scaled.max() == 255
+
+
+def _scaled_ct(path, dtype, slope_inter, affine):
+    rng = np.random.default_rng(1)
+    stored = rng.integers(-1000, 3000, (30, 20, 12)).astype(dtype)
+    img = nib.Nifti1Image(stored, affine)
+    if slope_inter:
+        img.header.set_slope_inter(*slope_inter)
+    img.to_filename(str(path))
+    return path
+
+
+def test_scaled_and_wide_volumes_read_as_float32_with_nibabels_values(tmp_path):
+    """A scaled int16 CT or a float64 volume reads as float32 (nibabel's own read is
+    float64, twice the memory) holding nibabel's values rounded to float32, which is what
+    every reader (windows, percentiles, label rounding) turned them into before."""
+    from medvqa_build.media.volume import canonical_header, load_volume, loaded_dtype
+
+    tilted = np.array([[0, 0, -2.0, 1], [1.5, 0, 0, 2], [0, -0.7, 0, 3], [0, 0, 0, 1]])
+    cases = [
+        (_scaled_ct(tmp_path / "ct.nii.gz", np.int16, (1.0, -1024.0), tilted), np.float32),
+        (_scaled_ct(tmp_path / "mr.nii.gz", np.int16, (0.37, 2.5), np.eye(4)), np.float32),
+        (_scaled_ct(tmp_path / "f64.nii", np.float64, None, tilted), np.float32),
+        (_scaled_ct(tmp_path / "plain.nii.gz", np.int16, None, tilted), np.int16),
+    ]
+    for path, dtype in cases:
+        img = nib.load(path)
+        assert loaded_dtype(img) == dtype
+        expected = nib.as_closest_canonical(img).get_fdata().astype(np.float32)
+        got = load_volume(path)
+        assert got.dtype == dtype
+        assert np.array_equal(np.asarray(got, np.float32), expected), path.name
+        header = canonical_header(path)
+        assert header.shape == expected.shape
+        assert np.array_equal(header.affine, nib.as_closest_canonical(img).affine)
+
+
+def test_a_volume_over_the_decode_budget_is_refused_from_its_header(tmp_path, monkeypatch):
+    """voxels x the item size the reader gives (float32 for a scaled CT, not nibabel's
+    float64) against max_decode_bytes, before a voxel is read."""
+    import pytest
+
+    from medvqa_build.media.volume import VolumeProblem, canonical_header, load_volume
+
+    path = _scaled_ct(tmp_path / "ct.nii.gz", np.int16, (1.0, -1024.0), np.eye(4))
+    voxels = 30 * 20 * 12
+    monkeypatch.setenv("MEDVQA_LIMITS", f"max_decode_bytes={voxels * 4}")
+    assert load_volume(path).dtype == np.float32  # float32 fits where float64 would not
+    monkeypatch.setenv("MEDVQA_LIMITS", f"max_decode_bytes={voxels * 4 - 1}")
+    with pytest.raises(VolumeProblem, match=r"as float32\) needs about 28,800 bytes, over the "):
+        canonical_header(tmp_path / "ct.nii.gz")

@@ -1,0 +1,121 @@
+"""Issue 33, point 1: decoding runs under a per-worker memory budget. Each convert worker
+(a pool process, or the CLI's own process with one worker) may allocate at most
+``max_worker_bytes`` above what it held when its shard began (``RLIMIT_DATA``), and every
+decode is accounted first (shape x item size against ``max_decode_bytes`` and the budget).
+A file past either is one quarantine entry naming the limit and how to raise it; the rest
+converts. Every case runs the CLI under the hostile corpus's ceilings (:mod:`.bounded_cli`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .bounded_cli import bounded_cli
+from .test_declared_sizes import converted, kvasir_polyps
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_read_past_the_worker_budget_is_quarantined_and_the_rest_converts(tmp_path, workers):
+    """A YOLO box file of 60 MB of valid lines (3 million boxes for one image) is nothing a
+    header declares, so only the budget stops it: without one it took 5.7 GB and 210 s and
+    ended in a pyarrow allocation failure; under max_worker_bytes=3e8 that image is
+    quarantined naming the budget, in the pool (--workers 2) and in-process alike."""
+    from ..fixtures.sources import wcebleedgen
+
+    root = wcebleedgen.write(tmp_path / "wce")
+    box_file = sorted(root.rglob("YOLO_TXT/*.txt"))[0]
+    line = box_file.read_text().splitlines()[0] + "\n"
+    box_file.write_bytes(line.encode() * (60_000_000 // len(line)))
+    out = tmp_path / "s.parquet"
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=3e8"}
+    proc = bounded_cli(
+        "convert", "wcebleedgen", root, "-o", out, "-q", "--workers", workers, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    counts, (entry,) = converted(out)
+    assert counts["converted"] > 0
+    assert entry["file"].endswith(box_file.stem + ".png")
+    assert "ran out of memory reading it" in entry["reason"]
+    assert "max_worker_bytes of 300,000,000 bytes" in entry["reason"]
+    assert "MEDVQA_LIMITS=max_worker_bytes=" in entry["reason"]
+
+
+def test_an_image_whose_decode_is_over_the_worker_budget_is_quarantined_from_its_header(
+    tmp_path,
+):
+    """An 8000x8000 JPEG (384 MB to decode, under max_decode_bytes) with the budget at 3e8:
+    refused from its header by the accounting, before anything is decoded."""
+    import cv2
+
+    polyps = kvasir_polyps(tmp_path / "kvasir")
+    ok, data = cv2.imencode(".jpg", np.zeros((8000, 8000, 3), np.uint8))
+    assert ok
+    (polyps / "big.jpg").write_bytes(data.tobytes())
+    out = tmp_path / "s.parquet"
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=3e8"}
+    proc = bounded_cli("convert", "kvasir", tmp_path / "kvasir", "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    counts, (entry,) = converted(out)
+    assert (counts["converted"], counts["quarantined"]) == (3, 1)
+    assert entry["file"] == "kvasir-dataset-v2/polyps/big.jpg"
+    assert "decoding 8000x8000 pixels needs about 384,000,000 bytes at once" in entry["reason"]
+    assert "max_worker_bytes of 300,000,000; raise it" in entry["reason"]
+    # the same file converts under the default budget
+    proc = bounded_cli("convert", "kvasir", tmp_path / "kvasir", "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    assert converted(out)[0]["quarantined"] == 0
+
+
+def _msd_with_float64_case(root: Path) -> Path:
+    """The MSD replica whose liver_0 image is stored as float64 (as some resampled CTs are)."""
+    import nibabel as nib
+
+    from ..fixtures.sources.msd import TASK
+    from ..fixtures.sources.msd import write as write_msd
+
+    write_msd(root)
+    image = root / TASK / "imagesTr" / "liver_0.nii.gz"
+    img = nib.load(image)
+    stored = np.asarray(img.dataobj).astype(np.float64)
+    nib.Nifti1Image(stored, img.affine).to_filename(str(image))
+    assert nib.load(image).get_data_dtype() == np.float64
+    return root
+
+
+@pytest.mark.parametrize(
+    "limit, quarantined", [(80_000, False), (50_000, True)], ids=["float32-fits", "over"]
+)
+def test_a_float64_ct_is_read_as_float32_against_max_decode_bytes(tmp_path, limit, quarantined):
+    """A float64 volume of 40x36x10 voxels is 115,200 bytes as nibabel reads it, 57,600 as
+    float32, which is how it is read: under max_decode_bytes=80,000 it converts like the
+    int16 original, under 50,000 its case is quarantined naming the limit and the dtype."""
+    root = _msd_with_float64_case(tmp_path / "msd")
+    out = tmp_path / "s.parquet"
+    env = {"MEDVQA_LIMITS": f"max_decode_bytes={limit}"}
+    proc = bounded_cli("convert", "msd", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    mine = [e for e in entries if "liver_0" in e["file"]]
+    assert counts["converted"] > 0
+    if not quarantined:
+        assert mine == []
+        reference = tmp_path / "ref.parquet"
+        from ..fixtures.sources.msd import write as write_msd
+
+        write_msd(tmp_path / "ref")
+        proc = bounded_cli("convert", "msd", tmp_path / "ref", "-o", reference, "-q")
+        assert proc.returncode == 0, proc.stderr
+        assert counts == json.loads(reference.with_name("ref.counts.json").read_text()) | {
+            "root": counts["root"]
+        }
+    else:
+        (entry,) = mine
+        assert (
+            "reading volume liver_0.nii.gz (40x36x10 as float32) needs about 57,600"
+            in (entry["reason"])
+        )
+        assert "over the max_decode_bytes limit of 50,000" in entry["reason"]
