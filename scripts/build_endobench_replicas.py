@@ -42,19 +42,24 @@ SOURCES = (
 # instruments each; see-ai: single-label frames of several classes (lesion type needs a few
 # per source); endovis18: frames with instruments18 XML (instrument boxes and tool-tissue
 # interactions); kvasir-seg: images with 1 to 5 polyps of varied size and place; edd2020:
-# images with 1 to 4 regions whose classes are dealt evenly from all five. The last three
-# give counts, classes and positions varied enough that a build can balance its answers
-# (issue 32): the contract replicas alone hold mostly "2" instruments, single polyps and
-# polyp regions.
+# images with 1 to 4 regions whose classes are dealt evenly from all five; kid, sun: one-lesion
+# frames of each category / pathology in turn. The last five give counts, classes and positions
+# varied enough that a build can balance its answers, over the task and within each source
+# (issue 32): the contract replicas alone hold mostly "2" instruments, single polyps and polyp
+# regions, and a source whose findings are not as frequent as each other gives its most
+# frequent one as the answer more often (the audit's answer share per source). see-ai: three
+# single-box frames of each of its 12 classes.
 SCALED: dict[str, dict[str, int]] = {
     "kvasir": {"per_class": 6},
     "hyperkvasir": {"per_class": 6},
     "wcebleedgen": {"extra_bleeding": 12},
     "psi-ava": {"extra": 48},
-    "see-ai": {"extra": 12},
+    "see-ai": {"extra": 36},
     "endovis18": {"extra": 48},
     "kvasir-seg": {"extra": 12},
     "edd2020": {"extra": 25},
+    "kid": {"extra": 12},
+    "sun": {"extra": 12},
 }
 
 

@@ -98,3 +98,23 @@ def test_round_robin_gives_every_source_its_turn_within_a_truth():
     assert ulcers[:2] in (["big", "small"], ["small", "big"])
     again = generate._round_robin(truths, np.random.default_rng(0), sources).tolist()
     assert again == order
+
+
+def test_round_robin_takes_a_one_truth_source_last_within_a_truth():
+    """Issue 32: a source that answers fewer truths than an item has options (a polyp-only
+    set) gives its candidates after the sources that answer several, so the answer is not
+    read off the source (the audit's answer share per source)."""
+    truths = ["polyp"] * 6 + ["ulcer", "erosion", "bleeding"] * 2
+    sources = ["cvc"] * 4 + ["edd"] * 2 + ["edd"] * 6
+    for seed in range(5):
+        order = generate._round_robin(truths, np.random.default_rng(seed), sources, 4).tolist()
+        polyps = [sources[k] for k in order if truths[k] == "polyp"]
+        assert polyps == ["edd", "edd", "cvc", "cvc", "cvc", "cvc"]
+    # without n_options (free-form answers) the sources keep taking turns
+    order = generate._round_robin(truths, np.random.default_rng(0), sources).tolist()
+    polyps = [sources[k] for k in order if truths[k] == "polyp"]
+    assert polyps[:4].count("cvc") >= 2
+    poor = generate._poor_sources(np.array([0, 0, 1, 2, 3]), np.array([0, 0, 1, 1, 1]), 4)
+    assert poor.tolist() == [True, True]  # 1 and 3 distinct truths, both under 4 options
+    poor = generate._poor_sources(np.array([0, 1, 2, 3, 0]), np.array([1, 1, 1, 1, 0]), 4)
+    assert poor.tolist() == [True, False]

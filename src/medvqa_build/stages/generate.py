@@ -69,10 +69,17 @@ class GenerateResult:
     count: int = 0  # items made (kept here or given to the sink)
 
 
-def _round_robin(truths: Sequence[str], rng, sources: Sequence[str] | None = None) -> np.ndarray:
+def _round_robin(
+    truths: Sequence[str],
+    rng,
+    sources: Sequence[str] | None = None,
+    n_options: int | None = None,
+) -> np.ndarray:
     """Candidate positions, one truth label after another (labels sorted, each label's
     candidates in seeded random order, taken in turn from each of their ``sources``), so
-    classes are balanced as far as the data allows."""
+    classes are balanced as far as the data allows. With ``n_options``, a source that answers
+    fewer distinct truths than that gives its candidates after the others
+    (:func:`_poor_sources`)."""
     names = sorted(set(truths))
     rank = {name: r for r, name in enumerate(names)}
     codes = None
@@ -80,14 +87,38 @@ def _round_robin(truths: Sequence[str], rng, sources: Sequence[str] | None = Non
         source_code = {name: k for k, name in enumerate(sorted(set(sources)))}
         codes = np.fromiter((source_code[s] for s in sources), np.int64, len(sources))
     ranks = np.fromiter((rank[t] for t in truths), np.int64, len(truths))
-    return _round_robin_codes(ranks, rng, codes)
+    return _round_robin_codes(ranks, rng, codes, n_options)
 
 
-def _by_source_turns(group: np.ndarray, sources: np.ndarray, rng) -> np.ndarray:
+def _poor_sources(ranks: np.ndarray, sources: np.ndarray, n_options: int | None) -> np.ndarray:
+    """Per source code: whether the source answers fewer distinct truths in the task than an
+    item has options (a polyp-only segmentation set in Region Recognition, Kvasir's three
+    landmarks among EndoBench's nine).
+
+    Such a source's options need texts it never answers (the task's vocabulary): over a
+    task, its own few truths are read off the source ("in CVC frames it is the polyp"), the
+    shortcut the text-only audit's answer share per source finds (issue 32). A truth that
+    richer sources also answer takes their candidates first, so a rich source answers all
+    its truths (EndoBench's EDD2020 gives polyps too, not only its other findings) and a
+    poor one fills only what they lack.
+    """
+    size = int(sources.max()) + 1 if len(sources) else 0
+    poor = np.zeros(size, bool)
+    if not n_options or n_options < 2 or not len(sources):
+        return poor
+    width = int(ranks.max()) + 1
+    distinct = np.bincount(np.unique(sources * width + ranks) // width, minlength=size)
+    return (distinct > 0) & (distinct < n_options)
+
+
+def _by_source_turns(
+    group: np.ndarray, sources: np.ndarray, rng, poor: np.ndarray | None = None
+) -> np.ndarray:
     """``group`` (candidate positions) reordered so that its sources take turns: one candidate
     of every source, then a second, ...; within a turn the sources come in a seeded random
     order, each as likely to come first whatever its size. One source leaves the group as it
-    is (and draws nothing)."""
+    is (and draws nothing). The sources ``poor`` marks (per source code) take their turns
+    after every other source's candidates (:func:`_poor_sources`)."""
     src = sources[group]
     names = np.unique(src)
     if len(names) < 2:
@@ -98,22 +129,26 @@ def _by_source_turns(group: np.ndarray, sources: np.ndarray, rng) -> np.ndarray:
     turn[by_src] = np.arange(len(group)) - np.repeat(runs, np.diff(np.r_[runs, len(group)]))
     priority = np.empty(int(names.max()) + 1, np.int64)
     priority[names] = rng.permutation(len(names))
-    return group[np.lexsort((priority[src], turn))]
+    last = poor[src] if poor is not None else np.zeros(len(src), bool)
+    return group[np.lexsort((priority[src], turn, last))]
 
 
-def _round_robin_codes(ranks: np.ndarray, rng, sources: np.ndarray | None = None) -> np.ndarray:
+def _round_robin_codes(
+    ranks: np.ndarray, rng, sources: np.ndarray | None = None, n_options: int | None = None
+) -> np.ndarray:
     """:func:`_round_robin` over each candidate's truth as its rank among the sorted truth
     names (and its source as a code): 8 bytes a candidate (the lists of Python ints it
     replaced took ~60)."""
     by_rank = np.argsort(ranks, kind="stable")  # each truth's candidates, in position order
     counts = np.bincount(ranks) if len(ranks) else np.zeros(0, np.int64)
+    poor = None if sources is None else _poor_sources(ranks, sources, n_options)
     depth = np.empty(len(ranks), np.int64)
     start = 0
     for n in counts.tolist():  # truths in sorted order, as the seeded draws always came
         if n:
             group = by_rank[start : start + n][rng.permutation(n)]
             if sources is not None:  # every source of the task gets its turn (balance)
-                group = _by_source_turns(group, sources, rng)
+                group = _by_source_turns(group, sources, rng, poor)
             by_rank[start : start + n] = group
             depth[start : start + n] = np.arange(n)
             start += n
@@ -412,7 +447,8 @@ def _order_of_plan(task: _Task, rng) -> np.ndarray:
     rank_of_code[np.argsort(np.array(names, dtype=object))] = np.arange(len(names))
     codes = np.frombuffer(task.truth_codes, f"i{task.truth_codes.itemsize}")  # C int: no copy
     sources = np.frombuffer(task.source_codes, np.uint16).astype(np.int64)
-    return _round_robin_codes(rank_of_code[codes], rng, sources)
+    n_options = getattr(getattr(task, "gen", None), "n_options", None)
+    return _round_robin_codes(rank_of_code[codes], rng, sources, n_options)
 
 
 def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
@@ -451,7 +487,9 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
                 labels.append(truths[0] if truths else None)
         _fit(task.sampler, spec, refs, labels, embeddings, seed)
     cands = gen.candidates(pool)
-    order = _round_robin([c.truth for c in cands], rng, [c.sample.source for c in cands])
+    order = _round_robin(
+        [c.truth for c in cands], rng, [c.sample.source for c in cands], gen.n_options
+    )
     available = dict(Counter(c.truth for c in cands))
     return vocab, pool, order, lambda ks: ((k, cands[k]) for k in ks), available
 
@@ -562,6 +600,10 @@ def _generate_task(task: _Task, run: _Run) -> None:
         planned = gate.allocation  # showings paced by the planned answers (issue 32.2)
         ctx.ledger.expect(expected_answers(available, planned.total, planned.level), planned.total)
     repeats = AnswerRepeats(task.gen)  # one image, one answer text per task (issue 32.3)
+    # a question's wording rotates within each answer: by item count alone, with answers dealt
+    # round-robin, the template named the answer (6 grades, 6 templates; issue 32)
+    first_turn: dict[str, int] = {}
+    made_of: Counter[str] = Counter()
     bar = tqdm(total=quota, desc=f"generate {spec.name}", disable=not run.progress, leave=False)
     todo: Sequence[int] = order
     stop = False
@@ -573,11 +615,13 @@ def _generate_task(task: _Task, run: _Run) -> None:
             if not gate.admit(cand.truth):
                 held.append(k)
                 continue
-            made = _make_one(task, run, ctx, cand, gate.total, repeats)
+            wording = first_turn.setdefault(cand.truth, len(first_turn)) + made_of[cand.truth]
+            made = _make_one(task, run, ctx, cand, wording, repeats)
             if made is None:  # the embedded candidates ran out
                 stop = True
                 break
             if made:
+                made_of[cand.truth] += 1
                 gate.took(cand.truth)
                 bar.update()
             else:

@@ -1,6 +1,7 @@
 """Each EndoBench generator on synthetic samples: answers, option rules, balanced letters,
 determinism, distractor-box constraints, and items dropped rather than emitted short."""
 
+import dataclasses
 import re
 from collections import Counter
 
@@ -476,3 +477,20 @@ def test_region_vocabulary_param_feeds_single_class_sources():
         [dict(spec, params={"vocabulary": ["ulcer", "erosion", "bleeding"]})], samples
     ).items
     assert len(items) == 8 and all(i.gt == "polyp" and len(set(i.options)) == 4 for i in items)
+
+
+def test_question_wording_rotates_within_each_answer():
+    """Issue 32: six grades dealt round-robin and six templates rotated by item count gave
+    grade k the wording k every time (the audit read the grade off the question's words);
+    each answer now takes the templates in turn."""
+    grades = [f"ulcerative colitis grade {g}" for g in ("0-1", "1", "1-2", "2", "2-3", "3")]
+    samples = [
+        dataclasses.replace(s, labels=(grades[i % 6],), regions=(), attributes={})
+        for i, s in enumerate(surgical_samples(48))
+    ]
+    spec = task("sev", "severity_grading", LESION, "Lesion Severity Grading", quota=36)
+    items = run([{**spec, "n_options": 6, "negatives": {"strategy": "label_pool"}}], samples).items
+    assert len(items) == 36
+    pairs = Counter((i.gt, i.template_id) for i in items)
+    assert max(pairs.values()) == 1  # every grade took each of the six wordings once
+    assert len({t for _, t in pairs}) == 6
