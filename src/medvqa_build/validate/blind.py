@@ -11,6 +11,10 @@ numeric and box options their value and geometry (:mod:`.blind_features`). Each 
 score, the item's answer is the argmax and its probability the item-wise softmax. With
 ``blind: {endpoint, model}`` a text-only language model answers instead (:mod:`.blind_llm`).
 
+Free-form grounding items (a box answer, no options) and the tasks with multi-select items are
+judged by :mod:`.blind_free` (a mean-box guess, a set guess from the options' answer shares),
+each against its own chance, and reported beside the choice tasks with their ``kind``.
+
 :class:`BlindAudit` sees each item once and keeps a few numbers per option, never the item.
 """
 
@@ -38,6 +42,7 @@ from .blind_features import (
     option_box,
     option_number,
 )
+from .blind_free import FreeFormAudit
 from .blind_llm import BlindLLM
 
 SKIPPED = "skipped: install medvqa-build[audit] (scikit-learn) for the blind audit"
@@ -61,8 +66,9 @@ def _option_key(text: str) -> int:
 class BlindAudit:
     """Feed it every item (:meth:`add`), then :meth:`finish` for the per-task report.
 
-    Only single-answer multiple-choice items are audited (grounding and multi-select items
-    are skipped). In LLM mode each item is asked as it is added (answers cached on disk).
+    Single-answer multiple-choice items go to the classifier (or the language model: in LLM
+    mode each item is asked as it is added, answers cached on disk); free-form box answers
+    and the tasks with multi-select items to :class:`~.blind_free.FreeFormAudit`.
     """
 
     def __init__(self, spec: BlindSpec, seed: int):
@@ -77,11 +83,23 @@ class BlindAudit:
         self.lengths, self.overlaps, self.keys = array("I"), array("f"), array("q")
         self.numbers, self.boxes = array("d"), array("d")  # per option; NaN: none
         self.picked, self.probability = array("b"), array("f")  # LLM mode
+        self.free = FreeFormAudit(seed)
 
     def add(self, item: Item) -> None:
         n = len(item.options)
+        if n < 2:
+            if item.answer_bbox is not None:
+                self.free.add_box(item.task, item.answer_bbox)
+            return
         letters = answer_letters(item.answer)
-        if n < 2 or len(letters) != 1 or letters[0] not in LETTERS[:n]:
+        if not letters or any(x not in LETTERS[: min(n, 255)] for x in letters):
+            return
+        self.free.add_choice(
+            item.task,
+            [_option_key(o) for o in item.options[:255]],
+            [LETTERS.index(x) for x in letters],
+        )
+        if len(letters) != 1:
             return
         code = self._task_code.get(item.task)
         if code is None:
@@ -146,7 +164,12 @@ class BlindAudit:
         right = picked == np.frombuffer(self.answers, np.int8)
         sure = right & (prob >= spec.threshold)
         rows, confident = [], []
+        multi = self.free.multi_select()
+        for task, kind, hit, chance in self.free.judged(spec.folds, SMOOTHING):
+            rows.append(_task_row(task, hit, chance, 0, spec) | {"kind": kind})
         for code, task in sorted(enumerate(self.task_names), key=lambda kv: kv[1]):
+            if task in multi:  # judged as multi-select above, all its items
+                continue
             mine = tasks == code
             rows.append(_task_row(task, right[mine], p_chance[mine], int(sure[mine].sum()), spec))
             confident += [
@@ -158,7 +181,9 @@ class BlindAudit:
                 }
                 for k in np.flatnonzero(mine & sure).tolist()
             ]
-        return {**doc, "status": "ok", "items": len(tasks), "tasks": rows, "confident": confident}
+        rows.sort(key=lambda row: row["task"])
+        items = sum(row["items"] for row in rows)
+        return {**doc, "status": "ok", "items": items, "tasks": rows, "confident": confident}
 
     def _classify(self, out_of_fold_scores) -> tuple[np.ndarray, np.ndarray]:
         """Per item, the option with the highest out-of-fold score and its softmax share."""
@@ -279,7 +304,8 @@ def _task_row(
     n = len(right)
     accuracy, chance = float(right.mean()), float(p_chance.mean())
     var = float((p_chance * (1 - p_chance)).sum())
-    z = (float(right.sum()) - float(p_chance.sum())) / math.sqrt(var) if var > 0 else 0.0
+    # no variance (a box no other answer overlaps: chance 0): each hit counts as one error
+    z = (float(right.sum()) - float(p_chance.sum())) / math.sqrt(var if var > 0 else 1.0)
     enough = n >= spec.min_items
     flagged = enough and accuracy - chance > spec.margin and z > spec.min_z
     if flagged:
@@ -288,6 +314,7 @@ def _task_row(
         verdict = "near chance" if enough else f"too few items (< {spec.min_items})"
     return {
         "task": task,
+        "kind": "choice",
         "items": n,
         "accuracy": round(accuracy, 4),
         "chance": round(chance, 4),
@@ -313,7 +340,10 @@ def blind_table(report: dict, *, heading: str = "##") -> list[str]:
         f"its blind accuracy exceeds chance by more than {report['margin']:.0%} and by more "
         f"than {report['min_z']:g} standard errors; an item counts as answered confidently "
         "at probability >= "
-        f"{report['threshold']}.",
+        f"{report['threshold']}. Free-form box tasks (box) are guessed with the mean answer "
+        "box of the other items (a hit at IoU >= 0.5; chance: another item's answer box), "
+        "multi-select tasks with the options most often in the answer (exact set; chance: a "
+        "random set of a size the task's answers take).",
         "",
     ]
     if report["status"] != "ok":
@@ -324,8 +354,10 @@ def blind_table(report: dict, *, heading: str = "##") -> list[str]:
     ]
     for t in report["tasks"]:
         verdict = f"**{t['verdict']}**" if t["flagged"] else t["verdict"]
+        kind = t.get("kind", "choice")
+        task = t["task"] if kind == "choice" else f"{t['task']} ({kind})"
         lines.append(
-            f"| {md_cell(t['task'])} | {t['items']} | {t['accuracy']:.1%} | {t['chance']:.1%} | "
+            f"| {md_cell(task)} | {t['items']} | {t['accuracy']:.1%} | {t['chance']:.1%} | "
             f"{t['z']:.1f} | {t['confident']} | {verdict} |"
         )
     return lines + [""]

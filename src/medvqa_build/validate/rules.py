@@ -513,6 +513,12 @@ class _SplitLeak:
         return out
 
 
+_FREE_GUESS = {  # what the text-only guess of a task that is not single-answer choice was
+    "box": "the mean answer box of the other items hits its answer (IoU >= 0.5)",
+    "multi-select": "the options most often in the answer, as many as usual, are the answer",
+}
+
+
 class _Blind:
     """The text-only audit (:mod:`.blind`) when the recipe configures ``blind``: a task whose
     items are answered far above chance without the image is a problem; the per-task table
@@ -536,7 +542,12 @@ class _Blind:
                 "blind",
                 f"{t['task']!r} is answerable without the image: blind accuracy "
                 f"{t['accuracy']:.1%} against chance {t['chance']:.1%} over {t['items']} items "
-                f"(z = {t['z']:.1f}); {t['confident']} answered confidently",
+                f"(z = {t['z']:.1f}); "
+                + (
+                    f"{t['confident']} answered confidently"
+                    if t.get("kind", "choice") == "choice"
+                    else _FREE_GUESS[t["kind"]]
+                ),
             )
             for t in report["tasks"]
             if t["flagged"]

@@ -105,13 +105,97 @@ def test_audit_is_deterministic_and_follows_the_seed():
     assert run_audit(items, BlindSpec(), 4)["tasks"][1]["flagged"]
 
 
-def test_too_few_items_give_no_verdict_and_multi_select_is_skipped():
+def test_too_few_items_give_no_verdict_and_multi_select_is_judged_as_a_set():
     items = _items("small", 12, plant="longest")
-    items.append(items[0].replace(item_id="multi", answer="A,B"))
     report = run_audit(items, BlindSpec(), 0)
     assert report["items"] == 12
     row = _row(report, "small")
+    assert row["kind"] == "choice"
     assert not row["flagged"] and row["verdict"].startswith("too few items")
+    # one multi-select answer makes the whole task a multi-select one (13 items, sets)
+    items.append(items[0].replace(item_id="multi", answer="A,B"))
+    report = run_audit(items, BlindSpec(), 0)
+    row = _row(report, "small")
+    assert report["items"] == 13 and row["items"] == 13 and row["kind"] == "multi-select"
+    assert not row["flagged"] and row["verdict"].startswith("too few items")
+    assert report["confident"] == []
+
+
+def _box_items(task: str, n: int, spread: bool, seed: int = 0) -> list[Item]:
+    """Free-form grounding items (no options, a box answer) on a 336 x 336 image: boxes in
+    one place give or take a few pixels (a positional prior), or anywhere."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        w, h = rng.integers(30, 60, 2)
+        x, y = rng.integers(0, 336 - 60, 2) if spread else 100 + rng.integers(-6, 7, 2)
+        out.append(
+            _items(task, 1)[0].replace(
+                item_id=f"{task}-{k:04d}",
+                options=(),
+                answer=f"[{x}, {y}, {x + w}, {y + h}]",
+                gt=f"[{x}, {y}, {x + w}, {y + h}]",
+                answer_bbox=(float(x), float(y), float(x + w), float(y + h)),
+            )
+        )
+    return out
+
+
+def test_free_form_boxes_in_one_place_are_flagged_and_spread_ones_are_not():
+    """Issue 32.3: a grounding task whose answer box is (nearly) always in the same place is
+    answered by the mean box of the other items, without the image."""
+    report = run_audit(
+        _box_items("fixed", 60, spread=False) + _box_items("spread", 60, spread=True),
+        BlindSpec(),
+        0,
+    )
+    fixed, spread = _row(report, "fixed"), _row(report, "spread")
+    assert fixed["kind"] == spread["kind"] == "box"
+    assert fixed["items"] == spread["items"] == 60
+    assert fixed["flagged"] and fixed["accuracy"] > 0.75
+    assert fixed["chance"] < fixed["accuracy"] - 0.15  # a random other box hits less often
+    assert not spread["flagged"] and spread["accuracy"] < 0.1
+    table = "\n".join(blind_table(report))
+    assert "| fixed (box) | 60 |" in table and "**answerable without the image**" in table
+
+
+def _set_items(task: str, n: int, prior: bool, seed: int = 0) -> list[Item]:
+    """Multi-select items over five levels with two correct each: with ``prior``, the two
+    lowest levels in three items of five; else both are drawn at random."""
+    rng = np.random.default_rng(seed)
+    levels = ["L1/L2", "L2/L3", "L3/L4", "L4/L5", "L5/S1"]
+    out = []
+    for k in range(n):
+        options = [levels[i] for i in rng.permutation(5)]
+        if prior and k % 5 < 3:
+            truth = {"L4/L5", "L5/S1"}
+        else:
+            truth = {levels[i] for i in rng.choice(5, 2, replace=False)}
+        letters = [LETTERS[i] for i, lv in enumerate(options) if lv in truth]
+        out.append(
+            _items(task, 1)[0].replace(
+                item_id=f"{task}-{k:04d}",
+                options=tuple(options),
+                answer=",".join(letters),
+                gt=",".join(lv for lv in options if lv in truth),
+            )
+        )
+    return out
+
+
+def test_multi_select_level_prior_is_flagged_and_random_sets_are_not():
+    """Issue 32.3: the exact-set guess of the levels most often in the answer, against a
+    random set of the size the answers take (1 / C(5, 2) = 10 %)."""
+    report = run_audit(
+        _set_items("prior", 100, prior=True) + _set_items("random", 100, prior=False),
+        BlindSpec(),
+        0,
+    )
+    prior, rand = _row(report, "prior"), _row(report, "random")
+    assert prior["kind"] == rand["kind"] == "multi-select"
+    assert prior["chance"] == pytest.approx(0.1) and rand["chance"] == pytest.approx(0.1)
+    assert prior["flagged"] and prior["accuracy"] > 0.5
+    assert not rand["flagged"] and rand["accuracy"] < 0.2
 
 
 def test_without_scikit_learn_the_audit_is_skipped(monkeypatch):
