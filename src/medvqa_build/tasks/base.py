@@ -232,6 +232,12 @@ class TaskGenerator(ABC):
             template_id=template_id,
         )
 
+    def repeat_scope(self, candidate: Candidate) -> tuple:
+        """What counts as "the same images" for a repeated answer (:mod:`.repeats`): the
+        candidate's samples. A task whose images of one case are co-registered (MedSG's MR
+        sequences) widens it to the case."""
+        return tuple(s.sample_id for s in candidate.all_samples)
+
     def answer_key(self, candidate: Candidate) -> str | None:
         """The answer text ``candidate`` will have, known before its item is made: a second
         candidate of the same images with the same answer is dropped (:mod:`.repeats`).

@@ -108,6 +108,43 @@ def resize_mask(mask: np.ndarray, size: int) -> np.ndarray:
     return cv2.resize(mask.astype(np.uint8), (size, size), interpolation=cv2.INTER_NEAREST) > 0
 
 
+Placement = tuple[int, int, int]  # side, x offset, y offset of the picture on the canvas
+
+
+def placement(spread: float, size: int, rng: np.random.Generator) -> Placement | None:
+    """Where an item's pictures go on its ``size`` x ``size`` canvas (params.spread, issue 32):
+    each side shrunk by up to ``spread`` of the canvas, at a random place on it; ``None`` for
+    ``spread`` 0 (the picture fills the canvas). Where a structure lies in its volume is a
+    prior a text-only guess reads from the other items' answer boxes (the mean box hit 17-30 %
+    of the replica's object_tracking items against 8-16 % for another item's box); drawn per
+    item, the place and size of the answer box vary whatever the source's anatomy."""
+    if spread <= 0:
+        return None
+    side = int(round(size * (1.0 - min(spread, 0.9) * float(rng.random()))))
+    x, y = (int(v) for v in rng.integers(0, size - side + 1, 2))
+    return side, x, y
+
+
+def place_rgb(rgb: np.ndarray, size: int, where: Placement | None) -> np.ndarray:
+    """``rgb`` resized to the canvas, or to ``where``'s side on a black canvas at its place."""
+    if where is None:
+        return resize_rgb(rgb, size)
+    side, x, y = where
+    out = np.zeros((size, size, *rgb.shape[2:]), rgb.dtype)
+    out[y : y + side, x : x + side] = resize_rgb(rgb, side)
+    return out
+
+
+def place_mask(mask: np.ndarray, size: int, where: Placement | None) -> np.ndarray:
+    """A mask placed as :func:`place_rgb` places its picture."""
+    if where is None:
+        return resize_mask(mask, size)
+    side, x, y = where
+    out = np.zeros((size, size), bool)
+    out[y : y + side, x : x + side] = resize_mask(mask, side)
+    return out
+
+
 def box_of(mask: np.ndarray, what: str) -> BoxInt:
     """Tight integer box (x2/y2 exclusive) of a mask; ItemProblem when the mask is empty."""
     box = mask_to_xyxy(mask)

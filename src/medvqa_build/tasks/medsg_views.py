@@ -5,6 +5,11 @@ sagittal reformats of one volume; the structure boxed in the first is located in
 MedSG-Bench's multi-view items are ``_front``/``_top``/``_side`` images of one 3-D case with
 the reference box in the first (reference/spine_medsg.md B.2); here the reformats pass through
 one voxel of the structure, so it is present in every view.
+
+``params.spread`` (both; default 0: the pictures fill the canvas) shrinks each item's
+pictures by a random share up to it and places them at a random place on the black canvas
+(:func:`~.medsg_common.placement`), so where the answer box lies is not the anatomy's prior
+(issue 32; ``recipes/medsg.yaml`` sets 0.5).
 """
 
 from __future__ import annotations
@@ -31,10 +36,11 @@ from .medsg_common import (
     box_of,
     find_region,
     label_values,
+    place_mask,
+    place_rgb,
+    placement,
     red_box,
     region_mask,
-    resize_mask,
-    resize_rgb,
     root_for,
     sample_rgb,
 )
@@ -113,8 +119,9 @@ class MultiView(MedSGTask):
                 masks.append(load_label_slice(label_path, axis, index) == value)
         except VolumeProblem as exc:
             raise ItemProblem(f"{s.sample_id}: {exc}") from None
-        images = [resize_rgb(v, size) for v in views]
-        masks = [resize_mask(m, size) for m in masks]
+        where = placement(float(self.param("spread", 0.0)), size, ctx.rng)
+        images = [place_rgb(v, size, where) for v in views]
+        masks = [place_mask(m, size, where) for m in masks]
         ref_box = box_of(masks[0], f"{cand.truth} in the reference view")
         shape0 = red_box(ref_box, cand.truth)
         return {
@@ -141,6 +148,20 @@ class ObjectTracking(MedSGTask):
         "the {ordinal} image.",
         "Follow " + REF + " through the sequence and find it in the {ordinal} image.",
     )
+
+    def answer_key(self, candidate: Candidate) -> str:
+        return candidate.truth  # the structure followed: its box is the same in every channel
+
+    def repeat_scope(self, candidate: Candidate) -> tuple:
+        """One run of slices of one case, whatever its channel: a case's MR sequences are
+        co-registered, so the same run in FLAIR, T1, T1ce and T2 has one answer box, and four
+        items of it tell a reader who remembers one the others' answer (on the BraTS replica
+        12 of 50 items were three boxes, and the mean answer box of the others hit 30 %
+        against 16 % for another item's box; issue 32)."""
+        s = candidate.sample
+        axis = s.slice.axis if s.slice is not None else "frame"
+        positions = tuple(_position(x) for x in candidate.all_samples)
+        return (s.source, s.group_id, axis, *positions)
 
     def pool_group(self, sample: Sample) -> tuple | None:
         """One volume's slices along one axis (one channel), or one video's frames."""
@@ -180,10 +201,11 @@ class ObjectTracking(MedSGTask):
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         size = self.size
+        where = placement(float(self.param("spread", 0.0)), size, ctx.rng)
         images, masks = [], []
         for s in cand.samples:
-            images.append(resize_rgb(sample_rgb(s, root_for(ctx, s)), size))
-            masks.append(resize_mask(region_mask(find_region(s, cand.truth), s), size))
+            images.append(place_rgb(sample_rgb(s, root_for(ctx, s)), size, where))
+            masks.append(place_mask(region_mask(find_region(s, cand.truth), s), size, where))
         ref_box = box_of(masks[0], f"{cand.truth} in the first image")
         shape0 = red_box(ref_box, cand.truth)
         return {

@@ -15,18 +15,18 @@ class AnswerRepeats:
         self.gen = gen
         self._seen: set[tuple[tuple[str, ...], str]] = set()
 
-    def _key(self, cand: Candidate) -> tuple[tuple[str, ...], str] | None:
+    def _key(self, cand: Candidate) -> tuple[tuple, str] | None:
         answer = self.gen.answer_key(cand)
         if answer is None:
             return None
-        return tuple(s.sample_id for s in cand.all_samples), answer
+        return self.gen.repeat_scope(cand), answer
 
     def reason(self, cand: Candidate) -> str | None:
         """Why ``cand`` repeats an answer of its images (``None``: it does not)."""
         key = self._key(cand)
         if key is None or key not in self._seen:
             return None
-        images = ", ".join(key[0])
+        images = ", ".join(str(part) for part in key[0])
         return f"repeat: {images} already gave the answer {key[1]!r} in this task"
 
     def add(self, cand: Candidate) -> None:

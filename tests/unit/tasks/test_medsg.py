@@ -175,3 +175,56 @@ def test_referring_names_the_image(build):
         if item.task == "referring":
             assert "<|object_ref_start|>" in item.question
             assert item.gt.startswith(f"It's in the {ORDINALS[_target(item)]} image. ")
+
+
+def test_object_tracking_asks_one_run_of_a_case_once_whatever_its_sequence(build, tmp_path):
+    """Issue 32: BraTS's four MR sequences are co-registered, so one run of slices has one
+    answer box in all of them; a second sequence of the run is a repeat (dropped, counted)."""
+    _, samples, roots, _ = build
+    spec = {"name": "ot", "generator": "object_tracking", "category": "Sequence Grounding",
+            "task": "object_tracking", "quota": 200, "params": {"n_images": 3}}  # fmt: skip
+    recipe = Recipe.from_dict(
+        {
+            "name": "t",
+            "benchmark": "MedSG-test",
+            "seed": 1,
+            "sources": [{"id": k, "root": str(v)} for k, v in roots.items()],
+            "tasks": [spec],
+        }
+    )
+    manifests = {k: get_source(k).manifest for k in roots}
+    result = generate_items(
+        recipe, list(samples.values()), manifests, progress=False, out_dir=tmp_path
+    )
+    runs = [
+        (samples[i.sample_ids[0]].group_id, samples[i.sample_ids[0]].slice.axis, i.gt)
+        + tuple(samples[x].slice.index for x in i.sample_ids)
+        for i in result.items
+    ]
+    assert runs and len(runs) == len(set(runs))
+    assert any(samples[i.sample_ids[0]].source == "brats" for i in result.items)
+    repeats = [d for d in result.dropped if d["reason"].startswith("repeat:")]
+    assert repeats and result.repeats["ot"] == len(repeats)
+
+
+def test_spread_places_each_items_pictures_at_a_random_place_and_size():
+    """Issue 32: params.spread shrinks an item's pictures and places them on the canvas, the
+    mask with them, so the answer box moves with the picture (not the anatomy's prior)."""
+    from medvqa_build.tasks.medsg_common import place_mask, place_rgb, placement
+
+    rng = np.random.default_rng(0)
+    assert placement(0.0, SIZE, rng) is None
+    places = [placement(0.5, SIZE, rng) for _ in range(200)]
+    sides = np.array([p[0] for p in places])
+    assert sides.min() >= SIZE // 2 and sides.max() <= SIZE and sides.std() > 30
+    assert all(0 <= x <= SIZE - side and 0 <= y <= SIZE - side for side, x, y in places)
+    mask = np.zeros((40, 40), bool)
+    mask[10:20, 0:40] = True  # a band a quarter of the picture tall, the full width
+    side, x, y = 200, 30, 100
+    placed = place_mask(mask, SIZE, (side, x, y))
+    assert mask_to_xyxy(placed) == (30, 150, 230, 200)
+    rgb = np.full((40, 40, 3), 200, np.uint8)
+    canvas = place_rgb(rgb, SIZE, (side, x, y))
+    assert canvas.shape == (SIZE, SIZE, 3) and canvas[0, 0].tolist() == [0, 0, 0]
+    assert canvas[y, x].tolist() == [200, 200, 200] and canvas[y + side, x].tolist() == [0, 0, 0]
+    assert np.array_equal(place_mask(mask, SIZE, None), resize_mask(mask, SIZE))
