@@ -15,7 +15,7 @@ from .export import EXPORTERS, export
 from .export.hub import PushResult, push
 from .layouts.discovery import RootResolution
 from .licences import SourceTerms
-from .pipeline import BuildDir, BuildResult
+from .pipeline import BuildDir, BuildResult, shared
 from .pipeline import build as _build
 from .pipeline.clean import Stale
 from .pipeline.clean import clean_build as _clean_build
@@ -278,6 +278,17 @@ def clean_build(build_dir: str | os.PathLike, *, dry_run: bool = False) -> list[
     return _clean_build(build_dir, dry_run=dry_run)
 
 
+def clean_shared_cache(older_than_days: float, *, dry_run: bool = False) -> list[shared.Entry]:
+    """Delete the shared stage cache's entries no build has stored or used for
+    ``older_than_days`` days (0: all); see :mod:`medvqa_build.pipeline.shared`."""
+    return shared.prune(older_than_days, dry_run=dry_run)
+
+
+def shared_cache_root() -> Path | None:
+    """The shared stage cache's folder, None when ``MEDVQA_STAGE_CACHE=off``."""
+    return shared.cache_root()
+
+
 def preview_build(build_dir: str | os.PathLike, out_html=None, **options) -> Path:
     """The review gallery of a build (see :func:`medvqa_build.review.write_preview`)."""
     return write_preview(build_dir, out_html, **options)
@@ -340,6 +351,7 @@ __all__ = [
     "build_item_count",
     "changes_markdown",
     "clean_build",
+    "clean_shared_cache",
     "convert_source",
     "diff",
     "ExportResult",
@@ -359,5 +371,6 @@ __all__ = [
     "quarantine_of",
     "resolve_source",
     "score",
+    "shared_cache_root",
     "validate_build",
 ]

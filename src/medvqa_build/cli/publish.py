@@ -44,13 +44,13 @@ def _cmd_clean(args) -> int:
 
 
 def _clean_shared_cache(args) -> int:
-    from ..pipeline import shared
+    from ..api import clean_shared_cache, shared_cache_root
 
-    root = shared.cache_root()
+    root = shared_cache_root()
     if root is None:
         print("the shared stage cache is turned off (MEDVQA_STAGE_CACHE=off); nothing to clean")
         return 0
-    stale = shared.prune(args.older_than, dry_run=args.dry_run)
+    stale = clean_shared_cache(args.older_than, dry_run=args.dry_run)
     for e in stale:
         print(f"  {e.path.relative_to(root)}  {e.bytes / 2**20:,.1f} MiB")
     total = sum(e.bytes for e in stale) / 2**20
