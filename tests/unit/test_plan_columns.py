@@ -173,3 +173,26 @@ def test_data_the_columns_cannot_plan_goes_to_the_row_pass(tmp_path, monkeypatch
     monkeypatch.setattr(generate, "plan_by_columns", lambda tasks, s, e: list(tasks))
     _plan_pools([plain], table, _Everything())
     _same(plain, task)  # planned from Samples, from the start: the names were reset
+
+
+def test_a_task_fetches_its_first_candidates_in_a_small_block_then_doubling(monkeypatch):
+    """A quota of 40 of a 50k pool fetched 4,096 candidates' samples at once (reading every
+    row group); the blocks now start at ``first`` and double up to BLOCK."""
+    monkeypatch.setattr(generate, "BLOCK", 64)
+    task = _task("image_classification")
+    order = list(range(300))
+    blocks = list(generate._blocks(task, order, first=10))
+    assert [len(b) for b in blocks] == [10, 20, 40, 64, 64, 64, 38]
+    assert [k for b in blocks for k in b] == order
+    # planned by groups: a block's groups hold at most ``size`` samples, unless one has more
+    from array import array
+
+    task.members = [array("q", range(g * 3, g * 3 + 3)) for g in range(100)]
+    task.rows = array("q", [k // 2 for k in range(200)])  # two candidates per group
+    blocks = list(generate._blocks(task, list(range(200)), first=6))
+    assert [k for b in blocks for k in b] == list(range(200))
+    sizes = [6, 12, 24, 48, 64]
+    for n, block in enumerate(blocks[:-1]):
+        size = sizes[min(n, len(sizes) - 1)]
+        assert 3 * len({task.rows[k] for k in block}) <= size
+        assert len(block) == 2 * (size // 3)

@@ -157,6 +157,7 @@ def _round_robin_codes(
 
 
 BLOCK = 4096  # candidates turned into items per block (their samples are fetched together)
+FIRST_FACTOR = 2  # a task's first block: 2 x its quota + 64 candidates (then doubling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,38 +389,47 @@ def _no_embeddings(spec: TaskSpec) -> RecipeError:
     )
 
 
-def _blocks(task: _Task, order: Sequence[int]) -> Iterator[Sequence[int]]:
-    """``order`` cut into blocks of at most ``BLOCK`` candidates whose samples (the group's,
-    for a task planned by groups) number at most ``BLOCK`` too, unless one group has more."""
+def _blocks(task: _Task, order: Sequence[int], first: int = BLOCK) -> Iterator[Sequence[int]]:
+    """``order`` cut into blocks of at most ``size`` candidates whose samples (the group's,
+    for a task planned by groups) number at most ``size`` too, unless one group has more;
+    ``size`` is ``first``, doubled after each block up to ``BLOCK``: a task that needs a few
+    candidates of a large pool fetches a few, not ``BLOCK`` (each fetch reads the row groups
+    its samples are in)."""
     members = task.members
+    size = max(1, min(first, BLOCK))
     if members is None:
-        for start in range(0, len(order), BLOCK):
-            yield order[start : start + BLOCK]
+        start = 0
+        while start < len(order):
+            yield order[start : start + size]
+            start, size = start + size, min(2 * size, BLOCK)
         return
     block: list[int] = []
     units: set[int] = set()
     fetched = 0
     for k in order:
         unit = task.rows[k]
-        if unit not in units and block and fetched + len(members[unit]) > BLOCK:
+        if unit not in units and block and fetched + len(members[unit]) > size:
             yield block
-            block, units, fetched = [], set(), 0
+            block, units, fetched, size = [], set(), 0, min(2 * size, BLOCK)
         if unit not in units:
             units.add(unit)
             fetched += len(members[unit])
         block.append(k)
-        if len(block) == BLOCK:
+        if len(block) == size:
             yield block
-            block, units, fetched = [], set(), 0
+            block, units, fetched, size = [], set(), 0, min(2 * size, BLOCK)
     if block:
         yield block
 
 
-def _planned_candidates(task: _Task, order: Sequence[int], source) -> Iterable[Candidate]:
-    """The candidates at ``order``, rebuilt block by block from freshly fetched samples."""
+def _planned_candidates(
+    task: _Task, order: Sequence[int], source, first: int = BLOCK
+) -> Iterable[Candidate]:
+    """The candidates at ``order``, rebuilt block by block (the first of ``first``) from
+    freshly fetched samples."""
     names = list(task.truth_names)
     members = task.members
-    for block in _blocks(task, order):
+    for block in _blocks(task, order, first):
         units = {task.rows[k] for k in block}
         if members is None:
             found = source.take(units)
@@ -451,9 +461,10 @@ def _order_of_plan(task: _Task, rng) -> np.ndarray:
     return _round_robin_codes(rank_of_code[codes], rng, sources, n_options)
 
 
-def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
+def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng, quota: int = BLOCK):
     """``(vocab, pool, order, fetch, available)`` of one task: ``order`` the candidates'
-    positions round-robin over truths, ``fetch(positions)`` yields ``(position, candidate)``,
+    positions round-robin over truths, ``fetch(positions)`` yields ``(position, candidate)``
+    (the first fetch of a planned task about ``2 x quota`` candidates, then more as needed),
     ``available`` the candidates per truth (what answer balance spreads)."""
     spec, gen = task.spec, task.gen
     if gen.per_sample or (gen.groups_pool and not task.visual):
@@ -472,7 +483,9 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng):
             vocab,
             pool,
             _order_of_plan(task, rng),
-            lambda ks: zip(ks, _planned_candidates(task, ks, source), strict=True),
+            lambda ks: zip(
+                ks, _planned_candidates(task, ks, source, FIRST_FACTOR * quota + 64), strict=True
+            ),
             available,
         )
     # any other task (a custom one pairing samples across the pool): the pool is held
@@ -576,8 +589,9 @@ def _generate_task(task: _Task, run: _Run) -> None:
     balance (:class:`~medvqa_build.curate.balance.BalanceGate`) holds the rest back."""
     spec = task.spec
     rng = rng_for(run.recipe.seed, "generate", spec.name)
+    quota = run.recipe.quota(spec)
     vocab, pool, order, fetch, available = _candidates_in_order(
-        task, run.source, run.embeddings, run.recipe.seed, rng
+        task, run.source, run.embeddings, run.recipe.seed, rng, quota
     )
     ctx = GenContext(
         recipe=run.recipe,
@@ -593,7 +607,6 @@ def _generate_task(task: _Task, run: _Run) -> None:
         roots=dict(run.roots),
         shape_kind=RENDERERS.get(spec.prompt_level).shape_kind,
     )
-    quota = run.recipe.quota(spec)
     policy = policy_for(run.recipe, spec, task.gen.answer_is_truth)
     gate = BalanceGate(available, quota, policy, spec.name)
     if task.gen.answer_is_truth and not policy.active:  # answers left skewed: distractor
