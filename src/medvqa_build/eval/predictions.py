@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import UsageError
 from ..export.vlmeval import CIRCULAR_STEP
 from ..store.limits import read_limits
-from .workbook import check_workbook
+from ..store.workbook import WorkbookProblem, check_workbook
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,13 @@ def _read_xlsx(path: Path) -> PredictionFile:
             where=str(path),
             fix="pip install openpyxl, or pass VLMEvalKit's .csv result file instead",
         ) from None
-    check_workbook(path)  # its declared sizes, before openpyxl builds any string
+    try:
+        check_workbook(path)  # its declared sizes, before openpyxl builds any string
+    except WorkbookProblem as exc:
+        fix = "pass VLMEvalKit's .csv result instead, or raise the limit in MEDVQA_LIMITS"
+        if "is not an .xlsx workbook" in str(exc):
+            fix = "pass the .xlsx as VLMEvalKit wrote it, or its .csv result"
+        raise UsageError(str(exc), where=str(path), fix=fix) from None
     book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     try:
         sheet = book.worksheets[0]

@@ -30,6 +30,7 @@ from ..media.image import check_image
 from ..records import QuarantineEntry, Region, Sample
 from ..store.paths import sorted_files
 from ..store.table_text import TableProblem, check_text_table, read_json_file
+from ..store.workbook import WorkbookProblem, check_workbook
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -110,6 +111,15 @@ def read_xlsx_rows(path: Path, sheet: str | None = None) -> list[tuple[int, list
     (the first when ``sheet`` is None), read with openpyxl; trailing empty cells dropped."""
     from openpyxl import load_workbook
 
+    try:
+        check_workbook(path)  # sizes, longest text and sheet extent, before openpyxl parses
+    except WorkbookProblem as exc:
+        raise SourceError(
+            str(exc),
+            where=str(path),
+            fix="download the workbook again from the release, or raise the limit it names "
+            "in MEDVQA_LIMITS (docs/reliability.md, Limits) if the file is genuine",
+        ) from None
     try:
         book = load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises zipfile, KeyError, XML and its own errors

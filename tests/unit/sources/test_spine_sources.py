@@ -210,7 +210,7 @@ def test_csxa_table_problems_name_the_workbook(tmp_path):
     with pytest.raises(SourceError, match="no sheet 'Sheet1'"):
         load_source("csxa", root)
     (root / "datasets.xlsx").write_bytes(b"not a zip")
-    with pytest.raises(SourceError, match="not a readable XLSX"):
+    with pytest.raises(SourceError, match="datasets.xlsx is not an .xlsx workbook"):
         load_source("csxa", root)
     (root / "datasets.xlsx").unlink()
     with pytest.raises(SourceError, match="datasets.xlsx"):
