@@ -119,3 +119,49 @@ def test_a_float64_ct_is_read_as_float32_against_max_decode_bytes(tmp_path, limi
             in (entry["reason"])
         )
         assert "over the max_decode_bytes limit of 50,000" in entry["reason"]
+
+
+def test_a_scaled_ct_whose_read_is_over_the_worker_budget_is_quarantined_from_its_header(
+    tmp_path,
+):
+    """A 512x512x120 int16 CT with slope 1 and intercept -1024 (as most CTs are stored) is
+    126 MB as float32, under max_decode_bytes, but its read holds the stored voxels (63 MB),
+    that array and the scaling's temporaries at once (256 MB): under max_worker_bytes=2e8 the
+    case is quarantined from its header naming the budget, and the others convert; under the
+    default budget it converts."""
+    import nibabel as nib
+
+    from ..fixtures.sources.msd import TASK
+    from ..fixtures.sources.msd import write as write_msd
+
+    root = tmp_path / "msd"
+    write_msd(root)
+    task = root / TASK
+    shape = (512, 512, 120)
+    image = nib.Nifti1Image(np.zeros(shape, np.int16), np.eye(4))
+    image.header.set_slope_inter(1.0, -1024.0)
+    image.to_filename(str(task / "imagesTr" / "liver_7.nii.gz"))
+    label = np.zeros(shape, np.uint8)
+    label[200:260, 200:260, 50:70] = 1
+    nib.Nifti1Image(label, np.eye(4)).to_filename(str(task / "labelsTr" / "liver_7.nii.gz"))
+    meta = json.loads((task / "dataset.json").read_text())
+    meta["training"].append(
+        {"image": "./imagesTr/liver_7.nii.gz", "label": "./labelsTr/liver_7.nii.gz"}
+    )
+    (task / "dataset.json").write_text(json.dumps(meta))
+    out = tmp_path / "s.parquet"
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=2e8"}
+    proc = bounded_cli("convert", "msd", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    (entry,) = [e for e in entries if "liver_7" in e["file"]]
+    assert "reading volume liver_7.nii.gz (512x512x120 as float32) needs about" in entry["reason"]
+    assert (
+        "bytes at once, over the worker memory budget max_worker_bytes of 200,000,000"
+        in (entry["reason"])
+    )
+    assert counts["converted"] > 0
+    proc = bounded_cli("convert", "msd", root, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    assert [e for e in entries if "liver_7" in e["file"]] == []
