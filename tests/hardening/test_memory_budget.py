@@ -165,3 +165,32 @@ def test_a_scaled_ct_whose_read_is_over_the_worker_budget_is_quarantined_from_it
     assert proc.returncode == 0, proc.stderr
     counts, entries = converted(out)
     assert [e for e in entries if "liver_7" in e["file"]] == []
+
+
+def test_a_dicom_whose_decode_peak_is_over_the_worker_budget_is_quarantined_from_its_header(
+    tmp_path,
+):
+    """A DICOM whose header says 8000x8000 at 16 bits: 128 MB decoded (under
+    max_decode_bytes), but with one frame's float temporaries and its RGB about 1.4 GB at
+    once; under max_worker_bytes=3e8 it is refused from its header naming the budget (before
+    the pixel-data length check: the file holds the replica's few pixels), the others
+    convert."""
+    import pydicom
+
+    from ..fixtures.sources import vindr_spinexr
+
+    root = vindr_spinexr.write(tmp_path / "vindr")
+    first = sorted((root / "train_images").glob("*.dicom"))[0]
+    ds = pydicom.dcmread(first)
+    ds.Rows, ds.Columns, ds.BitsAllocated, ds.BitsStored, ds.HighBit = 8000, 8000, 16, 12, 11
+    ds.save_as(first)
+    out = tmp_path / "s.parquet"
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=3e8"}
+    proc = bounded_cli("convert", "vindr-spinexr", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    (entry,) = [e for e in entries if e["file"].endswith(first.name)]
+    what = "decoding 1 frame(s) of 8000x8000x1 at 16 bits"
+    assert f"{what} needs about 1,344,000,000 bytes at once" in entry["reason"]
+    assert "over the worker memory budget max_worker_bytes of 300,000,000" in entry["reason"]
+    assert counts["converted"] > 0
