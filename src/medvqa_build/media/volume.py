@@ -159,21 +159,22 @@ def _unreadable(path: str | os.PathLike, exc: Exception) -> VolumeProblem:
     )
 
 
-def _read_voxels(img, channel: int | None) -> np.ndarray:
+def _read_voxels(img, channel: int | None, whole: bool = False) -> np.ndarray:
     """The stored voxels of ``img`` (one channel of a 4-D file: ``channel``, default the
-    first) in :func:`loaded_dtype`: read once as stored, then scaled a slab at a time into a
-    float32 array with nibabel's own arithmetic (the values of nibabel's float64 read,
-    rounded to float32, as every reader of them rounds them)."""
+    first; every channel when ``whole``) in :func:`loaded_dtype`: read once as stored, then
+    scaled a slab at a time into a float32 array with nibabel's own arithmetic (the values
+    of nibabel's float64 read, rounded to float32, as every reader of them rounds them)."""
     from nibabel.volumeutils import apply_read_scaling
 
     proxy = img.dataobj
     out_dtype = loaded_dtype(img)
     if not hasattr(proxy, "get_unscaled"):  # not an ArrayProxy: nibabel scales it whole
         data = np.asanyarray(proxy)
-        data = data[..., 0 if channel is None else channel] if data.ndim == 4 else data
+        if data.ndim == 4 and not whole:
+            data = data[..., 0 if channel is None else channel]
         return data.astype(out_dtype, copy=False)
     raw = proxy.get_unscaled()
-    if raw.ndim == 4:
+    if raw.ndim == 4 and not whole:
         raw = raw[..., 0 if channel is None else channel]
         if raw.dtype == out_dtype:
             return np.array(raw)  # not a view that keeps every channel
@@ -221,7 +222,7 @@ def load_canonical(path: str | os.PathLike):
     voxel."""
     img = _open(path)
     try:
-        return _canonical_image(img, _read_voxels(img, None) if len(img.shape) < 4 else None)
+        return _canonical_image(img, _read_voxels(img, None, whole=True))
     except (VolumeProblem, MemoryError):
         raise
     except Exception as exc:  # nibabel raises many types for a damaged file

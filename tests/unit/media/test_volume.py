@@ -92,3 +92,19 @@ def test_a_volume_over_the_decode_budget_is_refused_from_its_header(tmp_path, mo
     monkeypatch.setenv("MEDVQA_LIMITS", f"max_decode_bytes={voxels * 4 - 1}")
     with pytest.raises(VolumeProblem, match=r"as float32\) needs about 28,800 bytes, over the "):
         canonical_header(tmp_path / "ct.nii.gz")
+
+
+def test_load_canonical_reads_every_channel_of_a_4d_volume_as_float32(tmp_path):
+    from medvqa_build.media.volume import load_canonical, load_volume
+
+    rng = np.random.default_rng(2)
+    stored = rng.integers(0, 900, (6, 5, 4, 3)).astype(np.int16)
+    img = nib.Nifti1Image(stored, np.diag([-1.0, 1.0, 2.0, 1.0]))
+    img.header.set_slope_inter(2.0, 1.0)
+    path = tmp_path / "four.nii.gz"
+    img.to_filename(str(path))
+    expected = nib.as_closest_canonical(nib.load(path)).get_fdata().astype(np.float32)
+    data = np.asarray(load_canonical(path).dataobj)
+    assert data.dtype == np.float32 and np.array_equal(data, expected)
+    for channel in range(3):
+        assert np.array_equal(load_volume(path, channel), expected[..., channel])
