@@ -196,3 +196,29 @@ def test_a_task_fetches_its_first_candidates_in_a_small_block_then_doubling(monk
         size = sizes[min(n, len(sizes) - 1)]
         assert 3 * len({task.rows[k] for k in block}) <= size
         assert len(block) == 2 * (size // 3)
+
+
+def test_fields_of_a_few_samples_equal_their_full_rows(tmp_path):
+    """The embed stage reads only what names the demanded samples' images (get_fields,
+    take_fields): the same values as the whole rows, from a table or a list."""
+    from medvqa_build.store.tables import SampleList
+
+    samples = _samples()
+    samples[5] = _sample(5, image="v.mp4", frame=7)
+    write_samples(samples[:30], tmp_path / "one.parquet")
+    write_samples(samples[30:], tmp_path / "two.parquet")
+    table = SampleTable([tmp_path / "one.parquet", tmp_path / "two.parquet"], batch_rows=8)
+    columns = ["source", "image", "frame", "slice"]
+    ids = ["s005", "s041", "s017", "nope"]
+    for source in (table, SampleList(samples)):
+        full = source.get(ids)
+        fields = source.get_fields(ids, columns)
+        assert sorted(fields) == ["s005", "s017", "s041"]
+        for sid, row in fields.items():
+            want = full[sid].to_row()
+            assert row == {c: want[c] for c in ["sample_id", *columns]}
+        assert fields["s005"]["frame"] == 7
+        at = source.take_fields([41, 3], ["sample_id", "labels"])
+        assert at == {
+            r: {"sample_id": f"s{r:03d}", "labels": list(samples[r].labels)} for r in (3, 41)
+        }

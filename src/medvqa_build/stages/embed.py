@@ -12,6 +12,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,7 +35,7 @@ from ..negatives import (
     make_embedder,
 )
 from ..negatives.embedders import embedder_name
-from ..records import QuarantineEntry, Sample
+from ..records import QuarantineEntry, Sample, SliceRef
 from ..store.packed import PackedStrings, SortedStrings
 from ..store.quarantine import write_quarantine
 from .base import BuildContext, Stage, StageResult
@@ -89,9 +90,11 @@ class Embed(Stage):
         demand = plan_demand(recipe, ctx.samples, everything=self._curate_needs(ctx))
         if demand.ids is None:
             samples, total = ctx.samples, None
-        else:  # read only the rows of the demanded samples, in id order
-            found = ctx.samples.get(demand.ids)
-            samples, total = [found[i] for i in sorted(found)], len(ctx.samples)
+        else:  # read only the rows of the demanded samples, in id order, and of them only
+            # what names their image (the rest of a row group is mostly regions and masks)
+            found = ctx.samples.get_fields(demand.ids, REF_COLUMNS)
+            samples = [_ImageRef.of(found[i]) for i in sorted(found)]
+            total = len(ctx.samples)
         paths, ids, failed, seen = _paths_to_embed(
             samples, ctx.roots, out / "frames", ctx.progress, demand.wants
         )
@@ -160,6 +163,31 @@ class Embed(Stage):
                 failed=[f["sample_id"] for f in failed],
                 pools={k: v["ids"] for k, v in demand["tasks"].items() if "ids" in v},
             )
+
+
+REF_COLUMNS = ("source", "image", "frame", "slice")  # what sample_ref and _failure read
+
+
+@dataclass(frozen=True, slots=True)
+class _ImageRef:
+    """The fields of a sample that name its image (for :func:`sample_ref`)."""
+
+    sample_id: str
+    source: str
+    image: str
+    frame: int | None
+    slice: SliceRef | None
+
+    @classmethod
+    def of(cls, row: dict) -> _ImageRef:
+        cut = row.get("slice")
+        return cls(
+            row["sample_id"],
+            row["source"],
+            row["image"],
+            row.get("frame"),
+            None if cut is None else SliceRef(cut["axis"], int(cut["index"])),
+        )
 
 
 def _embedder(ctx: BuildContext):

@@ -135,8 +135,8 @@ def _task_demand(recipe: Recipe, task: _Task, source) -> tuple[set[str], dict[st
     order = _order_of_plan(task, rng_for(recipe.seed, "generate", spec.name))
     cap = candidate_cap(recipe, spec, task.sampler)
     rows = {task.rows[int(k)] for k in (order if cap is None else order[:cap])}
-    found = source.take(rows)
-    ids |= {found[r].sample_id for r in rows}
+    found = source.take_fields(rows, ["sample_id"])  # one column of their row groups
+    ids |= {found[r]["sample_id"] for r in rows}
     population: dict[str, int] = {}
     for lab in labels:
         if lab:

@@ -83,14 +83,22 @@ class SampleTable:
     def take(self, rows: Iterable[int]) -> dict[int, Sample]:
         """The samples at these row numbers (from :meth:`numbered_batches`), reading each
         Parquet row group that holds one of them once."""
+        return self._at_rows(rows, None)
+
+    def take_fields(self, rows: Iterable[int], columns: Sequence[str]) -> dict[int, dict]:
+        """Like :meth:`take`, only ``columns`` of each (a dict per sample), reading just
+        those columns of the row groups."""
+        return self._at_rows(rows, list(columns))
+
+    def _at_rows(self, rows: Iterable[int], columns: list[str] | None) -> dict:
         wanted = np.unique(np.fromiter(rows, dtype=np.int64))
-        out: dict[int, Sample] = {}
+        out: dict = {}
         start = 0
         for path in self.paths:
             n = pq.ParquetFile(path).metadata.num_rows
             mine = wanted[(wanted >= start) & (wanted < start + n)]
             if len(mine):
-                got = _read_rows(path, mine - start)
+                got = _read_rows(path, mine - start, columns)
                 out.update((int(r), s) for r, s in zip(mine, got, strict=True))
             start += n
         return out
@@ -135,9 +143,19 @@ class SampleTable:
     def get(self, sample_ids: Iterable[str]) -> dict[str, Sample]:
         """The samples with these ids (absent or excluded ids are left out), reading only the
         row groups that hold them."""
+        return {s.sample_id: s for s in self._by_ids(sample_ids, None)}
+
+    def get_fields(self, sample_ids: Iterable[str], columns: Sequence[str]) -> dict[str, dict]:
+        """Like :meth:`get`, only ``columns`` of each (a dict per sample, ``sample_id``
+        always among them): the row groups holding them are read for those columns only
+        (a sample's regions and masks are most of a row group)."""
+        columns = list(dict.fromkeys(["sample_id", *columns]))
+        return {r["sample_id"]: r for r in self._by_ids(sample_ids, columns)}
+
+    def _by_ids(self, sample_ids: Iterable[str], columns: list[str] | None) -> list:
         wanted = sorted({s for s in sample_ids if s not in self.exclude})
         if not wanted:
-            return {}
+            return []
         if self._index is None:
             self._index = self._build_index()
         keys, files, rows = self._index
@@ -145,27 +163,30 @@ class SampleTable:
         pos = np.searchsorted(keys, q)
         pos = np.minimum(pos, max(len(keys) - 1, 0))
         hit = (keys[pos] == q) if len(keys) else np.zeros(len(q), bool)
-        out: dict[str, Sample] = {}
+        out: list = []
         for f in np.unique(files[pos[hit]]) if hit.any() else ():
             wanted_rows = np.sort(rows[pos[hit]][files[pos[hit]] == f])
-            out.update((s.sample_id, s) for s in _read_rows(self.paths[int(f)], wanted_rows))
+            out += _read_rows(self.paths[int(f)], wanted_rows, columns)
         return out
 
     def __repr__(self) -> str:
         return f"SampleTable({[str(p) for p in self.paths]}, {len(self)} samples)"
 
 
-def _read_rows(path: Path, rows: np.ndarray) -> list[Sample]:
+def _read_rows(path: Path, rows: np.ndarray, columns: list[str] | None = None) -> list:
     """Samples at sorted, distinct row numbers of one file, in that order: each row group
-    that holds one is read once."""
+    that holds one is read once; with ``columns``, only those columns, as dicts."""
     pf = pq.ParquetFile(path)
     starts = np.cumsum([0] + [pf.metadata.row_group(i).num_rows for i in range(pf.num_row_groups)])
-    out: list[Sample] = []
+    out: list = []
     groups = np.searchsorted(starts, rows, side="right") - 1
     for g in np.unique(groups):
         local = rows[groups == g] - starts[g]
-        table = pf.read_row_group(int(g)).take(pa.array(local))
-        out += [Sample.from_row(r) for r in _rows(table, SAMPLE_SCHEMA)]
+        table = pf.read_row_group(int(g), columns=columns).take(pa.array(local))
+        if columns is None:
+            out += [Sample.from_row(r) for r in _rows(table, SAMPLE_SCHEMA)]
+        else:
+            out += table.to_pylist()
     return out
 
 
@@ -292,6 +313,19 @@ class SampleList:
         if self._by_id is None:
             self._by_id = {s.sample_id: s for s in self.samples}
         return {i: self._by_id[i] for i in sample_ids if i in self._by_id}
+
+    def take_fields(self, rows: Iterable[int], columns: Sequence[str]) -> dict[int, dict]:
+        return {r: _fields(s, columns) for r, s in self.take(rows).items()}
+
+    def get_fields(self, sample_ids: Iterable[str], columns: Sequence[str]) -> dict[str, dict]:
+        columns = list(dict.fromkeys(["sample_id", *columns]))
+        return {i: _fields(s, columns) for i, s in self.get(sample_ids).items()}
+
+
+def _fields(sample: Sample, columns: Sequence[str]) -> dict:
+    """``columns`` of a sample as a table row holds them."""
+    row = sample.to_row()
+    return {c: row[c] for c in columns}
 
 
 def as_sample_source(samples) -> SampleTable | SampleList:
