@@ -66,8 +66,11 @@ def render() -> str:
     out = [HEADER]
     for name in LAYOUTS.names():
         cls = LAYOUTS.get(name)
-        doc = (sys.modules[cls.__module__].__doc__ or "").strip().split("\n\n")[0]
-        out += [f"## `{name}`", "", " ".join(doc.split()), ""]
+        out += [f"## `{name}`", ""]
+        # the whole module docstring, paragraph by paragraph: its later paragraphs say what
+        # the options do (the table below gives only their types and defaults)
+        for paragraph in (sys.modules[cls.__module__].__doc__ or "").strip().split("\n\n"):
+            out += [" ".join(paragraph.split()), ""]
         used = ", ".join(sorted(set(users.get(name, [])))) or "-"
         out += [f"Used by: {used}.", ""] + _table(cls.Options) + [""]
         nested = [m for f in cls.Options.model_fields.values() for m in _models(f.annotation)]

@@ -1,12 +1,21 @@
 """``class_folders``: ``<images_dir>/<parents...>/<class>/<children...>/<image>`` — the class is
-one folder level of the image's path (Kvasir, HyperKvasir labeled-images, GastroVision, KID).
+one folder level of the image's path (Kvasir, HyperKvasir labeled-images, GastroVision, KID), or
+part of its file name (``class_pattern``, below).
 By default it is the image's own folder; ``parent_attributes`` names the levels above the class
 (HyperKvasir: ``{upper,lower}-gi-tract/<category>/<class>``) and ``child_attributes`` the levels
 between the class and the image (bowel-preparation frames ``<score>/<video>/<frame>.jpg``:
 ``child_attributes: [video]``), so the class may sit at any depth. Every named level is kept as
 an attribute. ``group_level`` names one of them whose folder is the image's group (frames of
 one video, images of one patient): a split keeps a group whole, so those images cannot leak
-across splits. Without it each image is its own group.
+across splits. Without it each image is its own group. ``split_level`` names one whose folder
+is the image's official split (``<split>/<class>/<image>``, ImageNet style: ``train``, ``val``,
+``test``; ``curate.split.use_official`` keeps it).
+
+When the class is in the file name rather than a folder (``<patient>/<view>/<label>_<n>.jpg``),
+``class_pattern`` is a regular expression searched in the file name whose named group
+``label`` is the class; every folder level is then named by ``parent_attributes``, and the
+pattern's other named groups are attributes too (``group_level`` and ``split_level`` may name
+them). A file name the pattern does not match is quarantined with the pattern named.
 
 An optional ``split_table`` joins a separate file-name -> split CSV (HyperKvasir's official
 ``2_fold_split.csv``, ``file-name;class-name;split-index``) onto the samples by file name. Its
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -77,28 +87,69 @@ class ClassFoldersOptions(LayoutOptions):
     # one of the names above: that folder's name is the image's group (a video, a patient);
     # None: each image is its own group
     group_level: str | None = None
+    # one of the names above: that folder's name is the image's split (``train/<class>/...``);
+    # not with split_table
+    split_level: str | None = None
+    # a regular expression searched in the file name, with a named group ``label``: the class
+    # comes from the file name and no folder is the class (parent_attributes names them all);
+    # its other named groups are attributes too. None: the class is a folder
+    class_pattern: str | None = None
     extensions: list[str] = list(IMAGE_EXTENSIONS)
     split_table: SplitTableOptions | None = None
 
     @model_validator(mode="after")
     def _levels_named_once(self) -> ClassFoldersOptions:
-        names = [*self.parent_attributes, *self.child_attributes]
+        if self.class_pattern is not None:
+            try:
+                groups = re.compile(self.class_pattern).groupindex
+            except re.error as e:
+                raise ValueError(
+                    f"class_pattern {self.class_pattern!r} is no regular expression: {e}"
+                ) from None
+            if "label" not in groups:
+                raise ValueError(
+                    f"class_pattern {self.class_pattern!r} has no named group 'label' "
+                    "(write (?P<label>...) around the class)"
+                )
+            if self.child_attributes:
+                raise ValueError(
+                    "with class_pattern no folder is the class: name every folder level in "
+                    "parent_attributes, not child_attributes"
+                )
+        names = self.level_names
         twice = sorted({n for n in names if names.count(n) > 1} | ({"source_label"} & set(names)))
         if twice:
             raise ValueError(
                 f"folder level name(s) {twice} used twice (source_label is the class folder's)"
             )
-        if self.group_level is not None and self.group_level not in names:
-            raise ValueError(
-                f"group_level {self.group_level!r} names no folder level; name one of "
-                f"parent_attributes or child_attributes ({names})"
-            )
+        for key in ("group_level", "split_level"):
+            value = getattr(self, key)
+            if value is not None and value not in names:
+                raise ValueError(
+                    f"{key} {value!r} names no folder level; name one of parent_attributes, "
+                    f"child_attributes or class_pattern's groups ({names})"
+                )
+        if self.split_level is not None and self.split_table is not None:
+            raise ValueError("split_level and split_table both give the split: keep one")
         return self
+
+    @property
+    def pattern_groups(self) -> list[str]:
+        """The named groups of ``class_pattern`` other than ``label``, in pattern order."""
+        if self.class_pattern is None:
+            return []
+        return [g for g in re.compile(self.class_pattern).groupindex if g != "label"]
+
+    @property
+    def level_names(self) -> list[str]:
+        """Every named level, kept as an attribute: folders, then the pattern's groups."""
+        return [*self.parent_attributes, *self.child_attributes, *self.pattern_groups]
 
     @property
     def levels(self) -> int:
         """Folder levels between ``images_dir`` and the image."""
-        return len(self.parent_attributes) + 1 + len(self.child_attributes)
+        class_folder = 0 if self.class_pattern is not None else 1
+        return len(self.parent_attributes) + class_folder + len(self.child_attributes)
 
     @property
     def missing_values(self) -> list[str] | None:
@@ -161,9 +212,7 @@ class ClassFolders(FileLayout):
 
     def provides(self) -> set[str]:
         o = self.options
-        return {"labels", "attribute:source_label"} | attribute_caps(
-            [*o.parent_attributes, *o.child_attributes]
-        )
+        return {"labels", "attribute:source_label"} | attribute_caps(o.level_names)
 
     def candidates(self, ctx: ScanContext) -> Iterator[FileCandidate]:
         """Every image below ``images_dir``, with its folder, folders below ``images_dir`` and
@@ -192,23 +241,29 @@ class ClassFolders(FileLayout):
                 candidate.rel,
                 f"expected {o.levels} folder level(s) below {o.images_dir!r}, found {len(folders)}",
             )
+        if o.class_pattern is None:
+            at = len(o.parent_attributes)
+            cls = folders[at]
+            levels = [*o.parent_attributes, *o.child_attributes]
+            named = dict(zip(levels, folders[:at] + folders[at + 1 :], strict=True))
+        else:
+            match = re.search(o.class_pattern, name)
+            if match is None:
+                raise LabelProblem(f"file name does not match class_pattern {o.class_pattern!r}")
+            cls = match.group("label")
+            named = dict(zip(o.parent_attributes, folders, strict=True))
+            named.update((g, v) for g in o.pattern_groups if (v := match.group(g)) is not None)
         width, height = check_image(os.path.join(dirpath, name), ctx.verify, ctx.max_pixels)
-        at = len(o.parent_attributes)
-        cls = folders[at]
         label = ctx.canonical(cls)
-        split = self._split(ctx, splits, name, cls, label)
-        named = dict(
-            zip(
-                [*o.parent_attributes, *o.child_attributes],
-                folders[:at] + folders[at + 1 :],
-                strict=True,
-            )
-        )
+        if o.split_level is not None:
+            split = named.get(o.split_level)
+        else:
+            split = self._split(ctx, splits, name, cls, label)
         return ctx.sample(
             candidate.rel,
             width,
             height,
-            group_id=named[o.group_level] if o.group_level else None,
+            group_id=named.get(o.group_level) if o.group_level else None,
             labels=(label,),
             attributes={"source_label": cls, **named},
             split=split,
