@@ -1,5 +1,6 @@
 """The generated docs are current, every source's page says what confirms it (issue 23), and
-the lists the docs keep by hand (export formats, recipe keys) match the code (issue 34)."""
+the lists the docs keep by hand (export formats, prompt levels, negative strategies, recipe
+keys) match the code (issue 34)."""
 
 import importlib.util
 import re
@@ -9,7 +10,9 @@ from pydantic import BaseModel
 
 from medvqa_build.api import list_sources
 from medvqa_build.export import EXPORTERS
+from medvqa_build.negatives import SAMPLERS
 from medvqa_build.recipe import Recipe
+from medvqa_build.render import prompt_levels
 
 
 def _generator(repo, name):
@@ -80,6 +83,28 @@ def test_the_export_format_lists_are_the_registry(repo, page, prefix):
     ]
     listed = re.search(r"(hf(?: \| [\w-]+)+)", line).group(1).split(" | ")
     assert listed == EXPORTERS.registered(), f"{page}: update the format list ({line.strip()!r})"
+
+
+def _reference_list(repo, key: str) -> list[str]:
+    """The ``a | b | c`` comment after ``key:`` in docs/recipes.md's reference block."""
+    text = (repo / "docs" / "recipes.md").read_text(encoding="utf-8")
+    (line,) = [x for x in text.splitlines() if re.match(rf"\s*{key}: \S+\s+# ", x)]
+    return re.search(r"# ([\w-]+(?: \| [\w-]+)+)", line).group(1).split(" | ")
+
+
+def test_the_prompt_levels_are_listed_where_recipes_and_pictures_name_them(repo):
+    """A new renderer (CONTRIBUTING.md, "Add a renderer") is named in docs/recipes.md's
+    ``prompt_level`` list, in the order of ``render/__init__.py``, and has its row in the table
+    of docs/visual_prompts.md."""
+    assert _reference_list(repo, "prompt_level") == list(prompt_levels())
+    page = (repo / "docs" / "visual_prompts.md").read_text(encoding="utf-8")
+    table = page[page.index("| level |") :].split("\n\n")[0]
+    rows = re.findall(r"^\| `(\w+)` \|", table, re.M)
+    assert sorted(rows) == sorted(prompt_levels()), "docs/visual_prompts.md: one row per level"
+
+
+def test_the_negative_strategies_listed_are_the_registry(repo):
+    assert sorted(_reference_list(repo, "strategy")) == sorted(SAMPLERS.registered())
 
 
 def _keys(model: type[BaseModel]) -> set[str]:
