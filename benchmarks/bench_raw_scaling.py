@@ -3,6 +3,7 @@ own quotas (280 items) over synthetic-endo trees of growing size.
 
     python benchmarks/bench_raw_scaling.py                      # 5k and 50k stills (~10 min)
     python benchmarks/bench_raw_scaling.py --sizes 5000,50000,500000
+    python benchmarks/bench_raw_scaling.py --mask-every 5  # 16 % of the stills segmented
 
 Per size, each in a fresh process with empty caches (cold):
 
@@ -95,6 +96,13 @@ def main() -> None:
     ap.add_argument("--unique", type=int, default=500, help="distinct stills rendered")
     ap.add_argument("--skip-all", action="store_true", help="leave out the caps-lifted builds")
     ap.add_argument("--skip-second", action="store_true", help="leave out the second-folder builds")
+    ap.add_argument(
+        "--mask-every",
+        type=int,
+        default=1,
+        help="keep the mask of every N-th lesion still only (1: all, 80 %% of the stills; "
+        "5: 16 %%, about EndoBench's share of segmented images)",
+    )
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -106,7 +114,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-raw-scaling-") as tmp:
         for n in sizes:
             base = Path(tmp) / str(n)
-            root = write_scaled_endo(base / "root", n, unique=args.unique)
+            root = write_scaled_endo(
+                base / "root", n, unique=args.unique, mask_every=args.mask_every
+            )
             for mode in ("capped",) if args.skip_all else ("capped", "all"):
                 cache = base / f"cache-{mode}"
                 rows[n, mode] = run_child(root, base / f"out-{mode}", cache, mode)
@@ -115,7 +125,16 @@ def main() -> None:
                     rows[n, "second"] = run_child(root, base / "out-second", cache, "capped")
                     print(f"  {n:>7d} second {rows[n, 'second']['seconds']:8.1f} s", flush=True)
             clear(base)
+    share = masked_share(args.mask_every)
+    print(f"stills with a mask: {share:.0%} (--mask-every {args.mask_every})")
     report(sizes, rows)
+
+
+def masked_share(mask_every: int) -> float:
+    """The share of stills with a mask file: 4 of synthetic-endo's 5 findings have one."""
+    from medvqa_build.sources.synthetic_endo import FINDINGS
+
+    return (len(FINDINGS) - 1) / len(FINDINGS) / mask_every
 
 
 def report(sizes: list[int], rows: dict) -> None:

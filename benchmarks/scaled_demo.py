@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO_RECIPE = REPO / "recipes" / "demo.yaml"
 DEMO_STILLS = 150  # n_images of recipes/demo.yaml; the still-image quotas scale from it
@@ -44,17 +46,27 @@ def write_scaled_endo(
     n_videos: int = 0,
     frames_per_video: int = 24,
     seed: int = 0,
+    mask_every: int = 1,
 ) -> Path:
-    """A synthetic-endo tree of ``n_images`` stills (``unique`` of them rendered, see above)."""
+    """A synthetic-endo tree of ``n_images`` stills (``unique`` of them rendered, see above).
+
+    ``mask_every`` > 1 keeps the mask of only every such lesion still (the k-th still that
+    has one, k = 0, mask_every, 2 * mask_every, ...): a download where a few images are
+    segmented and most are only labelled (HyperKvasir, or EndoBench's sources together)."""
     from medvqa_build.sources.synthetic_endo import FINDINGS, write_synthetic_endo
 
     unique = min(n_images, unique - unique % len(FINDINGS) or len(FINDINGS))
     write_synthetic_endo(
         root, n_images=unique, n_videos=n_videos, frames_per_video=frames_per_video, seed=seed
     )
-    if n_images <= unique:
-        return root
     images, masks = root / "images", root / "masks"
+    has_mask = [(masks / f"img_{j:05d}.png").exists() for j in range(unique)]
+    # the lesion stills (those whose finding has a mask) that keep it: every mask_every-th
+    kept = np.cumsum([has_mask[i % unique] for i in range(n_images)]) % mask_every == 1 % mask_every
+    dropped = [i for i in range(min(unique, n_images)) if has_mask[i] and not kept[i]]
+    if n_images <= unique:
+        _drop_masks(masks, dropped)
+        return root
     base = [(images / f"img_{i:05d}.jpg").read_bytes() for i in range(unique)]
     rows = []
     for i in range(n_images):
@@ -62,9 +74,8 @@ def write_scaled_endo(
         j = i % unique  # same finding: unique is a multiple of len(FINDINGS)
         if i >= unique:
             (images / f"{stem}.jpg").write_bytes(_with_comment(base[j], f"copy {i}"))
-            src = masks / f"img_{j:05d}.png"
-            if src.exists():
-                os.link(src, masks / f"{stem}.png")
+            if has_mask[j] and kept[i]:
+                os.link(masks / f"img_{j:05d}.png", masks / f"{stem}.png")
         patient = f"P{i // 3:05d}"
         split = "test" if (i // 3) % 5 == 0 else "train"
         rows.append(
@@ -79,7 +90,13 @@ def write_scaled_endo(
         writer = csv.DictWriter(fh, fieldnames=["image", "finding", "patient_id", "split"])
         writer.writeheader()
         writer.writerows(rows)
+    _drop_masks(masks, dropped)  # the rendered stills' own, once the copies have linked theirs
     return root
+
+
+def _drop_masks(masks: Path, stills: list[int]) -> None:
+    for i in stills:
+        (masks / f"img_{i:05d}.png").unlink()
 
 
 def scaled_overrides(root: Path, n_images: int, cache: Path, formats: str | None = None):
