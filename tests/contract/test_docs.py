@@ -36,7 +36,12 @@ def test_generated_pages_are_current(repo, script, page):
     "source_id", [s.id for s in list_sources() if s.manifest.access != "generated"]
 )
 def test_every_source_page_lists_its_public_evidence(repo, source_id):
-    text = (repo / "docs" / "sources" / f"{source_id}.md").read_text(encoding="utf-8")
+    page = repo / "docs" / "sources" / f"{source_id}.md"
+    assert page.is_file(), (
+        f"write docs/sources/{source_id}.md (CONTRIBUTING.md, 'Add a source', step 5), then "
+        "run python docs/scripts/gen_sources_md.py"
+    )
+    text = page.read_text(encoding="utf-8")
     for section in ("Archives", "Label files", "Missing values", "Quirks", "Verified against"):
         assert re.search(rf"^##+ {section}", text, re.M), f"{source_id}.md lacks '## {section}'"
     evidence = text[re.search(r"^##+ Verified against", text, re.M).end() :]

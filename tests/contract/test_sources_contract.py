@@ -33,7 +33,10 @@ def test_source_has_fixture_and_converts_it(source_id, tmp_path):
     result = load_source(source_id, root)
     assert result.samples, "the fixture produced no samples"
     assert result.found == len(result.samples) + len(result.quarantined)
-    assert not result.quarantined, [q.reason for q in result.quarantined]
+    assert not result.quarantined, (
+        "the fixture converts with nothing quarantined (a bad file belongs to the source's unit "
+        f"test): {[(q.file, q.reason) for q in result.quarantined]}"
+    )
     ids = [s.sample_id for s in result.samples]
     assert len(set(ids)) == len(ids) and all(i.startswith(f"{source_id}:") for i in ids)
     for s in result.samples:
