@@ -158,8 +158,10 @@ class Crossmodal(_PoolTask):
         "The following are {n} images for you to consider. For the area marked by the red "
         "bounding box in the first image, identify and locate the corresponding area in the "
         "{ordinal} image that serves a similar function or shares a similar meaning.",
-        "The first image marks a structure with a red box ({ref_box}). Locate the same "
-        "structure in the {ordinal} image, which was acquired differently.",
+        # no coordinates: a co-registered sequence of the same case (BraTS) has the reference's
+        # box, which a text-only reader would copy (half the replica's items, issue 32)
+        "The first image marks a structure with a red box. Locate the same structure in the "
+        "{ordinal} image, which was acquired differently.",
     )
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:

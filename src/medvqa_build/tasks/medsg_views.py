@@ -8,8 +8,9 @@ one voxel of the structure, so it is present in every view.
 
 ``params.spread`` (both; default 0: the pictures fill the canvas) shrinks each item's
 pictures by a random share up to it and places them at a random place on the black canvas
-(:func:`~.medsg_common.placement`), so where the answer box lies is not the anatomy's prior
-(issue 32; ``recipes/medsg.yaml`` sets 0.5).
+(:func:`~.medsg_common.placement`, all pictures of an item alike), so where the answer box
+lies is not the anatomy's prior (issue 32; ``recipes/medsg.yaml`` sets 0.5). Both name the
+reference's red box without its coordinates (see ``REF``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,11 @@ from .medsg_common import (
     sample_rgb,
 )
 
-REF = "the object marked with a red bounding box in the first image ({ref_box})"
+# The red box is named without its coordinates (MedSG-Bench's multi-view wording writes them):
+# a tracked structure barely moves between neighbouring slices, and an orthogonal view shares
+# an axis with the reference, so the reference box written in the text was the answer to copy
+# (every object_tracking item of the replica, 12 % of multi_view's; issue 32)
+REF = "the object marked with a red bounding box in the first image"
 
 MIN_VIEW_DEPTH = 4  # voxels along every axis: a 2-D frame or a 2-3 slice stack has no views
 
@@ -144,8 +149,8 @@ class ObjectTracking(MedSGTask):
     needs = "neighbouring slices of one volume or frames of one video, with region masks"
     default_params = {"n_images": 4, "max_gap": 2}
     templates = (
-        "These {n} images are consecutive slices or frames. Track " + REF + " and locate it in "
-        "the {ordinal} image.",
+        "These {n} images are consecutive slices or frames. Track " + REF + " and locate "
+        "it in the {ordinal} image.",
         "Follow " + REF + " through the sequence and find it in the {ordinal} image.",
     )
 

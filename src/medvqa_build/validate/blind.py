@@ -89,7 +89,7 @@ class BlindAudit:
         n = len(item.options)
         if n < 2:
             if item.answer_bbox is not None:
-                self.free.add_box(item.task, item.answer_bbox)
+                self.free.add_box(item.task, item.answer_bbox, item.question)
             return
         letters = answer_letters(item.answer)
         if not letters or any(x not in LETTERS[: min(n, 255)] for x in letters):

@@ -4,7 +4,11 @@ lesion levels of SpineBench). Numpy only, cross-validated like the choice judge:
 guessed by a rule learned on the other folds' items, never on its own.
 
 - **Boxes.** The guess is the mean answer box of the other folds' items of the task (a
-  positional prior: "the liver is on the left"), a hit when its IoU with the answer is >= 0.5.
+  positional prior: "the liver is on the left"), a hit when its IoU with the answer is >= 0.5;
+  or, for an item whose question states one box (a reference box written in the text), that
+  box, where copying it hit more often than the mean box on the other folds' items that state
+  one (an object tracked over neighbouring slices barely moves: its reference box is its
+  answer).
   Chance is the hit rate of a random other item's answer box of the task: per item, the share
   of the task's other answers that overlap its own at IoU >= 0.5 (what a guess from the same
   pool gets without a prior on where).
@@ -23,6 +27,7 @@ Both give the per-task rows of :func:`medvqa_build.validate.blind._task_row`, wi
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections import Counter
 
@@ -32,6 +37,22 @@ from ..rng import rng_for
 
 HIT_IOU = 0.5
 CHANCE_OTHERS = 2000  # at most this many other answers per item estimate a box's chance
+_NUM = r"\s*(-?\d+(?:\.\d+)?)\s*"
+_BOXES = (
+    re.compile(rf"\[{_NUM},{_NUM},{_NUM},{_NUM}\]"),  # [x1, y1, x2, y2]
+    re.compile(rf"\({_NUM},{_NUM}\)\s*,?\s*\({_NUM},{_NUM}\)"),  # Qwen's (x1,y1),(x2,y2)
+)
+NO_BOX = (math.nan, math.nan, math.nan, math.nan)
+
+
+def question_box(question: str) -> tuple[float, float, float, float]:
+    """The one box a question writes (``[x1, y1, x2, y2]`` or ``(x1,y1),(x2,y2)``, in the
+    item's coordinates); NaNs when it writes none or several."""
+    found = [m.groups() for pattern in _BOXES for m in pattern.finditer(question)]
+    if len(found) != 1:
+        return NO_BOX
+    x1, y1, x2, y2 = (float(v) for v in found[0])
+    return (x1, y1, x2, y2) if x1 < x2 and y1 < y2 else NO_BOX
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -46,18 +67,28 @@ def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def box_judge(
-    boxes: np.ndarray, folds: int, rng: np.random.Generator
+    boxes: np.ndarray, folds: int, rng: np.random.Generator, stated: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per item of one task: whether the other folds' mean answer box hits its answer, and the
-    chance of a hit (see the module's docstring). Fewer than ``2 * folds`` items: no guess."""
+    """Per item of one task: whether the text-only guess hits its answer, and the chance of a
+    hit (see the module's docstring). The guess is the other folds' mean answer box, or the
+    box the item's question states (``stated``, NaN rows: none) where copying it hit more
+    often than the mean on the other folds' items. Fewer than ``2 * folds`` items: no guess."""
     n = len(boxes)
     right = np.zeros(n, bool)
+    if stated is None:
+        stated = np.full((n, 4), np.nan)
+    has = ~np.isnan(stated[:, 0])
     if n >= 2 * folds:
         fold = rng.permutation(n) % folds
+        copied = has & (box_iou(np.where(has[:, None], stated, 0.0), boxes) >= HIT_IOU)
         for k in range(folds):
-            test = fold == k
-            guess = boxes[~test].mean(axis=0)
-            right[test] = box_iou(guess[None, :], boxes[test]) >= HIT_IOU
+            test, train = fold == k, fold != k
+            guess = boxes[train].mean(axis=0)
+            by_mean = box_iou(guess[None, :], boxes) >= HIT_IOU
+            right[test] = by_mean[test]
+            seen = train & has
+            if seen.any() and copied[seen].sum() > by_mean[seen].sum():
+                right[test & has] = copied[test & has]
     p_chance = np.zeros(n)
     if n > 1:
         others = np.arange(n)
@@ -120,10 +151,12 @@ class FreeFormAudit:
     def __init__(self, seed: int):
         self.seed = seed
         self.box_tasks: dict[str, array] = {}
+        self.stated: dict[str, array] = {}  # per box item, the box its question writes (NaN)
         self.set_tasks: dict[str, tuple[array, array, array]] = {}
 
-    def add_box(self, task: str, box: tuple[float, float, float, float]) -> None:
+    def add_box(self, task: str, box: tuple[float, float, float, float], question: str) -> None:
         self.box_tasks.setdefault(task, array("d")).extend(float(v) for v in box)
+        self.stated.setdefault(task, array("d")).extend(question_box(question))
 
     def add_choice(self, task: str, keys: list[int], answer: list[int]) -> None:
         """A choice item's option keys and the positions of its correct options (one for a
@@ -149,8 +182,9 @@ class FreeFormAudit:
         out = []
         for task, flat in sorted(self.box_tasks.items()):
             boxes = np.frombuffer(flat, np.float64).reshape(-1, 4)
+            stated = np.frombuffer(self.stated[task], np.float64).reshape(-1, 4)
             rng = rng_for(self.seed, "blind-box", task)
-            out.append((task, "box", *box_judge(boxes, folds, rng)))
+            out.append((task, "box", *box_judge(boxes, folds, rng, stated)))
         for task in sorted(self.multi_select()):
             keys, mask, n = self.set_tasks[task]
             rng = rng_for(self.seed, "blind-sets", task)

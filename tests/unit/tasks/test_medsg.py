@@ -228,3 +228,19 @@ def test_spread_places_each_items_pictures_at_a_random_place_and_size():
     assert canvas.shape == (SIZE, SIZE, 3) and canvas[0, 0].tolist() == [0, 0, 0]
     assert canvas[y, x].tolist() == [200, 200, 200] and canvas[y + side, x].tolist() == [0, 0, 0]
     assert np.array_equal(place_mask(mask, SIZE, None), resize_mask(mask, SIZE))
+
+
+def test_reference_box_questions_write_no_coordinates(build):
+    """Issue 32.3: the reference box written in the text was the answer to copy (a tracked
+    structure barely moves, a co-registered MR sequence has the same box, an orthogonal view
+    shares an axis): those questions name the red box without its coordinates."""
+    from medvqa_build.validate.blind_free import question_box
+
+    result, _, _, _ = build
+    asked = {"object_tracking": 0, "crossmodal": 0, "multi_view": 0}
+    for item in result.items:
+        if item.task in asked:
+            assert np.isnan(question_box(item.question)[0]), item.question
+            assert "red bounding box" in item.question or "red box" in item.question
+            asked[item.task] += 1
+    assert all(asked.values())

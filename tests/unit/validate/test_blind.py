@@ -320,3 +320,22 @@ def test_a_task_name_is_one_escaped_cell_of_the_table():
     row = next(line for line in blind_table(report) if line.startswith("| a"))
     assert row.startswith("| a\\|b &lt;script&gt; | 120 |")
     assert row.count(" | ") == 6  # seven cells, the name did not cut the row
+
+
+def test_a_box_the_question_writes_is_copied_where_it_is_the_answer():
+    """Issue 32.3: a tracking question that writes the reference box of a structure that does
+    not move is answered by copying it; a question box unrelated to the answer is not used."""
+    spread = _box_items("copied", 60, spread=True)
+    copied = [
+        i.replace(question=f"Track the object in the first image ({i.answer}).") for i in spread
+    ]
+    decoy = [
+        i.replace(item_id=f"decoy-{k}", task="decoy", question="Find it ([300, 300, 330, 330]).")
+        for k, i in enumerate(_box_items("decoy", 60, spread=True, seed=1))
+    ]
+    report = run_audit(copied + decoy, BlindSpec(), 0)
+    row = _row(report, "copied")
+    assert row["kind"] == "box" and row["flagged"] and row["accuracy"] == 1.0
+    assert row["chance"] < 0.1
+    decoy_row = _row(report, "decoy")
+    assert not decoy_row["flagged"] and decoy_row["accuracy"] < 0.1
