@@ -268,12 +268,25 @@ def _run_lines(result, out: Path, as_rerun: bool = False) -> list[str]:
 def export_counts(stats: dict) -> str:
     """``"280 items"``, or ``"240 items, left out 40: not multiple-choice 40"``: what an
     exporter wrote and left out (its stats' ``written`` and ``left_out``)."""
-    text = f"{stats.get('written', 0)} items"
+    left = left_out_text(stats)
+    return f"{stats.get('written', 0)} items" + (f", {left}" if left else "")
+
+
+def left_out_text(stats: dict) -> str:
+    """``"left out 40: not multiple-choice 40"``, or ``""`` when the exporter left out none."""
     left = stats.get("left_out") or {}
-    if left:
-        reasons = ", ".join(f"{reason} {n}" for reason, n in left.items())
-        text += f", left out {sum(left.values())}: {reasons}"
-    return text
+    if not left:
+        return ""
+    reasons = ", ".join(f"{reason} {n}" for reason, n in left.items())
+    return f"left out {sum(left.values())}: {reasons}"
+
+
+def export_line(stats: dict, fmt: str, path: Path, rotated: str = "") -> str:
+    """What ``medvqa-build export`` prints: ``exported 3 items as spinebench to OUT; left out
+    1: not multiple-choice 1`` (the counts first, the reasons after the folder)."""
+    left = left_out_text(stats)
+    line = f"exported {stats.get('written', 0)} items as {fmt}{rotated} to {path}"
+    return line + (f"; {left}" if left else "")
 
 
 def _resolved_roots(recipe) -> list[tuple[str, Path]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from . import failures
-from .build import export_counts
+from .build import export_line
 
 
 def _cmd_validate(args) -> int:
@@ -68,7 +68,7 @@ def _cmd_export(args) -> int:
     target = failures.claim(args, args.output or Path(args.dir) / args.format)
     result = export_build(args.dir, args.format, target, force=args.force, circular=args.circular)
     rotated = " with circular rotations" if args.circular else ""
-    print(f"exported {export_counts(result.stats)} as {args.format}{rotated} to {result.path}")
+    print(export_line(result.stats, args.format, result.path, rotated))
     return 0
 
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from medvqa_build.cli.build import export_counts
+from medvqa_build.cli.build import export_counts, export_line
 from medvqa_build.export import export
 from medvqa_build.export.card import random_baselines
 
@@ -203,5 +203,8 @@ def test_medsg_and_spinebench(make_ctx, tmp_path, items):
     recs = json.loads((tmp_path / "sb/Bench_Test.json").read_text())
     assert stats["left_out"] == {"not multiple-choice": 1} and len(recs) == stats["written"] == 3
     assert export_counts(stats) == "3 items, left out 1: not multiple-choice 1"  # the CLI's words
+    assert export_line(stats, "spinebench", tmp_path / "sb") == (
+        f"exported 3 items as spinebench to {tmp_path / 'sb'}; left out 1: not multiple-choice 1"
+    )
     assert recs[0]["answers"] == ["ulcer"] and recs[0]["options"] == ["polyp", "ulcer", "bleeding"]
     assert (tmp_path / "sb" / recs[0]["image"]).is_file()
