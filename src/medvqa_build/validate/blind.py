@@ -341,7 +341,8 @@ def blind_table(report: dict, *, heading: str = "##") -> list[str]:
         f"than {report['min_z']:g} standard errors; an item counts as answered confidently "
         "at probability >= "
         f"{report['threshold']}. Free-form box tasks (box) are guessed with the mean answer "
-        "box of the other items (a hit at IoU >= 0.5; chance: another item's answer box), "
+        "box of the other items or the box the question writes (a hit at IoU >= 0.5; chance: "
+        "another item's answer box), "
         "multi-select tasks with the options most often in the answer (exact set; chance: a "
         "random set of a size the task's answers take).",
         "",

@@ -514,7 +514,8 @@ class _SplitLeak:
 
 
 _FREE_GUESS = {  # what the text-only guess of a task that is not single-answer choice was
-    "box": "the mean answer box of the other items hits its answer (IoU >= 0.5)",
+    "box": "the mean answer box of the other items, or the box the question writes, hits "
+    "its answer (IoU >= 0.5)",
     "multi-select": "the options most often in the answer, as many as usual, are the answer",
 }
 
