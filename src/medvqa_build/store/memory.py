@@ -133,5 +133,5 @@ def budget_reason(what: str = "reading it") -> str:
     return (
         f"ran out of memory {what}, over the worker memory budget max_worker_bytes of "
         f"{budget:,} bytes; raise it (MEDVQA_LIMITS=max_worker_bytes=...) if the file is "
-        "genuine and the machine has the memory, or lower --workers"
+        "genuine and the machine has the memory (with fewer --workers if need be)"
     )
