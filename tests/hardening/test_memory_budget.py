@@ -194,3 +194,103 @@ def test_a_dicom_whose_decode_peak_is_over_the_worker_budget_is_quarantined_from
     assert f"{what} needs about 1,344,000,000 bytes at once" in entry["reason"]
     assert "over the worker memory budget max_worker_bytes of 300,000,000" in entry["reason"]
     assert counts["converted"] > 0
+
+
+def _kvasir_recipe(tmp_path: Path, root: Path) -> Path:
+    """A recipe of one image-level task over every image of a Kvasir replica."""
+    import yaml
+
+    recipe = {
+        "name": "budget",
+        "benchmark": "Budget",
+        "seed": 0,
+        "sources": [{"id": "kvasir", "root": str(root)}],
+        "tasks": [
+            {
+                "name": "lesion",
+                "generator": "image_classification",
+                "category": "Lesion Analysis and Grading",
+                "task": "Lesion Type Identification",
+                "quota": 100,
+                "n_options": 4,
+                "negatives": {"strategy": "label_pool"},
+                "prompt_level": "image",
+            }
+        ],
+        "export": {"formats": ["hf"]},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def test_a_render_decode_past_the_worker_budget_quarantines_its_item(tmp_path):
+    """A 3000x3000 JPEG (27 MB decoded) converts under the default budget; rendered again
+    with render.max_side (so it is decoded to be scaled) under max_worker_bytes=2e7, its
+    decode runs out of the render chunk's budget (RLIMIT_DATA; convert's header accounting
+    is not asked again: the samples are reused) and quarantines that item naming the budget,
+    and the other items render: no MemoryError traceback, exit 0."""
+    import cv2
+
+    from ..fixtures.sources import kvasir
+
+    root = kvasir.write(tmp_path / "kvasir")
+    ok, data = cv2.imencode(".jpg", np.zeros((3000, 3000, 3), np.uint8))
+    assert ok
+    big = root / "kvasir-dataset-v2" / "polyps" / "big.jpg"
+    big.write_bytes(data.tobytes())
+    recipe = _kvasir_recipe(tmp_path, root)
+    out = tmp_path / "build"
+    proc = bounded_cli("run", recipe, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    first = json.loads((out / "quarantine.json").read_text())
+    assert [e for e in first if e["file"].endswith("big.jpg")] == []
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=2e7"}
+    proc = bounded_cli("run", recipe, "-o", out, "-q", "--set", "render.max_side=512", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    entries = json.loads((out / "quarantine.json").read_text())
+    (entry,) = [e for e in entries if e.get("stage") == "render"]
+    assert entry["file"].endswith("polyps/big.jpg")
+    assert "ran out of memory rendering it" in entry["reason"]
+    assert "max_worker_bytes of 20,000,000 bytes" in entry["reason"]
+    build = json.loads((out / "build.json").read_text())
+    assert len(build["stages"]["convert"]) == 1  # the samples of the first run, reused
+    stats = json.loads((out / build["render_dir"] / "_SUCCESS.json").read_text())["stats"]
+    assert stats["quarantined"] == 1
+    assert stats["items"] >= 15  # the other items rendered
+
+
+def test_an_embed_decode_past_the_worker_budget_quarantines_its_sample(tmp_path):
+    """A 3000x3000 PNG (54 MB by the decode accounting) converts under the default budget;
+    a task with visual negatives then embeds under max_worker_bytes=5e7: the embedder's
+    decode is refused from the header naming the budget, that sample is quarantined by the
+    embed stage and the build goes on (exit 0, no traceback)."""
+    import cv2
+    import yaml
+
+    from ..fixtures.sources import kvasir
+
+    root = kvasir.write(tmp_path / "kvasir")
+    ok, data = cv2.imencode(".png", np.zeros((3000, 3000, 3), np.uint8))
+    assert ok
+    (root / "kvasir-dataset-v2" / "polyps" / "big.png").write_bytes(data.tobytes())
+    recipe = _kvasir_recipe(tmp_path, root)
+    out = tmp_path / "build"
+    proc = bounded_cli("run", recipe, "-o", out, "-q")
+    assert proc.returncode == 0, proc.stderr
+    spec = yaml.safe_load(recipe.read_text())
+    spec["embedder"] = "offline"
+    spec["tasks"][0]["negatives"] = {"strategy": "visual_class"}
+    recipe.write_text(yaml.safe_dump(spec))
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=5e7"}
+    proc = bounded_cli("run", recipe, "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    entries = json.loads((out / "quarantine.json").read_text())
+    (entry,) = [e for e in entries if e.get("stage") == "embed"]
+    assert entry["file"].endswith("polyps/big.png")
+    assert "decoding 3000x3000 pixels needs about 54,000,000 bytes at once" in entry["reason"]
+    assert "max_worker_bytes of 50,000,000" in entry["reason"]
+    build = json.loads((out / "build.json").read_text())
+    assert len(build["stages"]["convert"]) == 1  # the samples of the first run, reused

@@ -16,8 +16,9 @@ from PIL import Image
 
 from ..errors import ImageProblem, MedvqaError
 from ..media.dicom import is_dicom, load_dicom_rgb
-from ..media.image import displayed
+from ..media.image import decode_limit, displayed
 from ..registry import Registry
+from ..store.memory import budget_reason
 
 T = TypeVar("T")
 
@@ -52,7 +53,19 @@ def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Imag
     ``min_size``: a JPEG is decoded at the smallest DCT scale (1/2, 1/4 or 1/8) that keeps both
     sides >= ``min_size`` (libjpeg's draft mode: the inverse DCT and colour conversion run at
     the reduced size, and there is less to resize). The pixels then differ from a full
-    decode, so embedders that use it say so in their id. Other formats ignore it."""
+    decode, so embedders that use it say so in their id. Other formats ignore it.
+
+    The decode is accounted from the header first (``max_decode_bytes`` and the worker budget
+    ``max_worker_bytes``, as convert and render account it), and running out of memory while
+    decoding is this file's :class:`UndecodableImage` naming the budget, never a crash."""
+    try:
+        return _load_image_rgb(path, min_size)
+    except MemoryError:
+        why = budget_reason("decoding it")
+        raise UndecodableImage(f"cannot decode image: {why}", path) from None
+
+
+def _load_image_rgb(path: str | os.PathLike, min_size: int | None) -> Image.Image:
     if is_dicom(path):
         try:
             return Image.fromarray(load_dicom_rgb(path))
@@ -62,6 +75,7 @@ def load_image_rgb(path: str | os.PathLike, min_size: int | None = None) -> Imag
         with Image.open(path) as img:
             if min_size and img.format == "JPEG":
                 img.draft("RGB", (int(min_size), int(min_size)))
+            decode_limit(img.width, img.height)  # the size to decode, before decoding
             img.load()
             img = displayed(img)  # EXIF orientation applied, as every other reader does
             if img.mode in ("I;16", "I;16B", "I;16L", "I", "F"):

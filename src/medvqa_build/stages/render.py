@@ -32,7 +32,11 @@ from ..errors import ImageProblem
 from ..executors import make_executor
 from ..geometry import format_box, parse_box
 from ..media.encode import encode_bgr, encode_image
-from ..media.image import plain_header_size  # the convert stage's header parser
+from ..media.image import (
+    _imdecode,
+    decode_limit,
+    plain_header_size,  # the convert stage's header parser
+)
 from ..media.load import load_ref_rgb
 from ..media.refs import PLAIN_SUFFIXES, is_plain_image, render_ref, resolve_image, split_fragment
 from ..media.video import VideoProblem
@@ -43,7 +47,8 @@ from ..render import RENDERERS, Mark, RenderResult, Resize, Style, coord_text, f
 from ..render.alignment import check_alignment, check_composite, check_stroke_buffers
 from ..render.base import InPlace, Stroke, paint_in_place, plan_marks, render_in_place
 from ..store.atomic import write_atomic
-from ..store.memory import release_freed_memory
+from ..store.limits import read_limits
+from ..store.memory import budget_reason, release_freed_memory, worker_budget
 from ..store.parquet import ItemWriter, iter_items
 from ..store.quarantine import write_quarantine
 from ..store.tables import ItemTable
@@ -137,15 +142,9 @@ def render_one(item: Item, job: RenderJob, ahead: _Ahead | None = None) -> Rende
     try:
         painted = _paint(item, job, planned, ahead)
     except (ValueError, ImageProblem, VideoProblem, VolumeProblem) as exc:
-        reason = {
-            "item_id": item.item_id,
-            "sample_ids": list(item.sample_ids),
-            "task": item.task,
-            "reason": str(exc),
-            "file": item.images[0],
-            "source": item.source,
-        }
-        return Rendered(None, reason)
+        return Rendered(None, _reason(item, str(exc)))
+    except MemoryError:  # past the worker's budget (store.memory.worker_budget)
+        return Rendered(None, _reason(item, budget_reason("rendering it")))
     result, rs, channels = painted.drawn.result, painted.rs, painted.channels
     problems = _typed(item, _problems(item, painted))
     changes = _changes(item, rs, result, painted.clean.shape[:2])
@@ -163,12 +162,25 @@ def render_one(item: Item, job: RenderJob, ahead: _Ahead | None = None) -> Rende
     return Rendered(item.replace(images=images, **changes), None, problems)
 
 
+def _reason(item: Item, why: str) -> dict:
+    """The quarantine record of an item that could not be drawn."""
+    return {
+        "item_id": item.item_id,
+        "sample_ids": list(item.sample_ids),
+        "task": item.task,
+        "reason": why,
+        "file": item.images[0],
+        "source": item.source,
+    }
+
+
 def _paint(item: Item, job: RenderJob, planned: list, ahead: _Ahead | None) -> _Painted:
     """Read (or take from ``ahead``) the first image, scale it and draw the planned marks on
     a view cut to their reach. Raises the problems that quarantine the item."""
     spec, root = job.spec, job.roots.get(item.source)
     kind = draw_kind(item, planned)
     if ahead is not None:
+        decode_limit(ahead.size_hw[1], ahead.size_hw[0])  # the header's size, before decoding
         clean, channels = _decode(ahead.data), "bgr"
         if clean.shape[:2] != ahead.size_hw:  # the header disagrees (EXIF orientation)
             ahead = None
@@ -304,7 +316,8 @@ def _plan_ahead(item: Item, job: RenderJob, ahead: _Ahead) -> None:
 
 def _decode(data: np.ndarray) -> np.ndarray:
     """A plain JPEG/PNG file's bytes decoded (BGR), as :func:`_load_pixels` decodes them."""
-    image = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
+    # OpenCV's out-of-memory (past the worker's budget) is raised as MemoryError
+    image = _imdecode(data, cv2.IMREAD_COLOR)
     if image is None:
         raise ImageProblem("cannot decode image pixels (corrupt or unsupported format)")
     return image
@@ -387,7 +400,16 @@ def _materialise_others(item: Item, job: RenderJob) -> tuple[str, ...]:
 def _render_chunk(args: tuple[list[Item], RenderJob]) -> list[Rendered]:
     """Render a chunk in three passes: read the files, plan the marks and check the stroke
     buffers, then decode, paint, check, encode and write each image. The same results as
-    :func:`render_one` item by item (the plans depend on the image's size alone)."""
+    :func:`render_one` item by item (the plans depend on the image's size alone).
+
+    The chunk runs under the worker memory budget (``max_worker_bytes`` above what the
+    process holds when it begins, as a convert shard does): a decode past it quarantines its
+    item naming the budget, in a pool process, in this process or on a Ray worker alike."""
+    with worker_budget(read_limits().max_worker_bytes):
+        return _render_chunk_items(args)
+
+
+def _render_chunk_items(args: tuple[list[Item], RenderJob]) -> list[Rendered]:
     items, job = args
     ahead: list[_Ahead | None] = []
     held = 0
