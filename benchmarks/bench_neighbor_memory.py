@@ -105,7 +105,8 @@ def write_pool(path: str, n: int, dim: int) -> None:
 
 
 def child(path: str, n: int, dim: int, queries: int, memory_mib: float, threads: int) -> dict:
-    from medvqa_build.negatives import OptionRequest, VisualNeighborSampler
+    from medvqa_build.negatives import OptionRequest
+    from medvqa_build.negatives.visual_neighbor import VisualNeighborSampler
     from medvqa_build.ontology import Ontology
 
     rows, labels, samples = _FileRows(path, n, dim), _Labels(n), _Samples(n)
@@ -169,7 +170,7 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     modes = {"in memory": 1e9, "default": None}
-    from medvqa_build.negatives import VisualNeighborSampler
+    from medvqa_build.negatives.visual_neighbor import VisualNeighborSampler
 
     default_mib = (
         args.memory_mib if args.memory_mib is not None else VisualNeighborSampler().memory_mib

@@ -114,7 +114,12 @@ def test_an_unused_plugin_rebuilds_nothing_and_a_used_one_its_stage(tmp_path, re
         (package / "tasks" / "counting.py").read_text() + "\n_EDITED = 1\n"
     )
     (package / "layouts" / "throwaway_layout.py").write_text(NEW_LAYOUT)
-    for unused in ("render/point.py", "negatives/open_clip_embedder.py"):  # demo: offline, no point
+    # the demo embeds offline, draws no point and samples no visual_neighbor distractors
+    for unused in (
+        "render/point.py",
+        "negatives/open_clip_embedder.py",
+        "negatives/visual_neighbor.py",
+    ):
         (package / unused).write_text((package / unused).read_text() + "\n_EDITED = 1\n")
     again = _build(package, recipe, out)
     assert again["built"] == [] and again["stages"] == 8

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from medvqa_build.api import load_source
-from medvqa_build.negatives import VisualClassSampler
+from medvqa_build.negatives.visual_class import VisualClassSampler
 from medvqa_build.recipe import Recipe
 from medvqa_build.rng import rng_for
 from medvqa_build.sources import get_source

@@ -124,3 +124,41 @@ def test_a_stage_built_by_other_code_is_rebuilt(tmp_path, monkeypatch):
     assert not runner.stage_done(tmp_path, stage, "items", {"x": 1})
     other = runner.run_stage(tmp_path, stage, "items", {"x": 1}, build)
     assert not other.reused and len(calls) == 2 and other.path != first.path
+
+
+def test_an_edited_negative_strategy_or_embedder_changes_no_stage_code(monkeypatch, tmp_path):
+    """Option samplers and embedders are plug-ins too: the stages that run one name it
+    (generate and embed: ``SAMPLERS.module``, ``EMBEDDERS.module``), so an edit of one changes
+    no stage's own code. ``negatives/__init__`` once exported every sampler class by name, so
+    an edit of the unused ``visual_neighbor`` rebuilt the demo from its convert stage on."""
+    base = _fresh(monkeypatch, tmp_path / "a", {})
+    for k, rel in enumerate(
+        (
+            "negatives/visual_neighbor.py",
+            "negatives/visual_class.py",
+            "negatives/label_pool.py",
+            "negatives/offline_embedder.py",
+            "negatives/open_clip_embedder.py",
+        )
+    ):
+        edited = _fresh(monkeypatch, tmp_path / f"b{k}", {rel: lambda t: t + "\n\nEDITED = 1\n"})
+        assert {m for m in base if base[m] != edited[m]} == set(), rel
+
+
+def test_the_embed_stage_names_the_samplers_that_plan_its_demand(repo):
+    """Which samples the embed stage embeds is planned with the tasks' samplers (a visual one
+    demands embeddings): their code addresses its output, an unused sampler's does not."""
+    from types import SimpleNamespace
+
+    from medvqa_build.api import load_recipe
+    from medvqa_build.negatives import EMBEDDERS, SAMPLERS
+    from medvqa_build.stages.embed import Embed
+
+    ctx = SimpleNamespace(recipe=load_recipe(repo / "recipes" / "demo.yaml"))
+    assert sorted(set(Embed().plugins(ctx, "samples"))) == sorted(
+        {
+            EMBEDDERS.module("offline"),
+            SAMPLERS.module("label_pool"),
+            SAMPLERS.module("visual_class"),
+        }
+    )

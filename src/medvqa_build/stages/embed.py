@@ -80,9 +80,11 @@ class Embed(Stage):
         }
 
     def plugins(self, ctx: BuildContext, key: str) -> list[str]:
-        """The recipe's embedder (none for an embedder object passed in)."""
+        """The recipe's embedder (none for an embedder object passed in), and its tasks'
+        option samplers: which samples are embedded is planned with them (``plan_demand``)."""
         name = embedder_name(ctx.recipe.embedder)
-        return [EMBEDDERS.module(name)] if name in EMBEDDERS else []
+        samplers = [SAMPLERS.module(t.negatives.strategy) for t in ctx.recipe.tasks]
+        return ([EMBEDDERS.module(name)] if name in EMBEDDERS else []) + samplers
 
     def run(self, ctx: BuildContext, key: str, out: Path) -> dict[str, Any]:
         recipe, executor = ctx.recipe, ctx.executor

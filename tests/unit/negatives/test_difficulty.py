@@ -6,7 +6,6 @@ import pytest
 from medvqa_build.negatives import (
     SAMPLERS,
     BalancedSlots,
-    OfflineEmbedder,
     OptionRequest,
     class_centroids,
     difficulty_report,
@@ -14,6 +13,7 @@ from medvqa_build.negatives import (
     place_answer,
 )
 from medvqa_build.negatives.frequency import FrequencyLedger
+from medvqa_build.negatives.offline_embedder import OfflineEmbedder
 from medvqa_build.records import Item
 
 

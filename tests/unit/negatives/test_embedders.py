@@ -3,8 +3,9 @@ import time
 import numpy as np
 import pytest
 
-from medvqa_build.negatives import EmbedderError, OfflineEmbedder, make_embedder
+from medvqa_build.negatives import EmbedderError, make_embedder
 from medvqa_build.negatives.difficulty import class_centroids
+from medvqa_build.negatives.offline_embedder import OfflineEmbedder
 
 
 def nearest_centroid_accuracy(emb, labels):

@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from medvqa_build.negatives import OfflineEmbedder, make_embedder
-from medvqa_build.negatives.offline_embedder import load_thumbnail, thumbnail_features
+from medvqa_build.negatives import make_embedder
+from medvqa_build.negatives.offline_embedder import (
+    OfflineEmbedder,
+    load_thumbnail,
+    thumbnail_features,
+)
 
 DIM = 150  # 72 HSV + 6 Lab + 10 LBP + 36 orientation + 7 Hu + 16 layout + 3 extent
 

@@ -1,13 +1,9 @@
 import numpy as np
 import pytest
 
-from medvqa_build.negatives import (
-    SAMPLERS,
-    NotEnoughOptions,
-    OptionRequest,
-    VisualClassSampler,
-    VisualNeighborSampler,
-)
+from medvqa_build.negatives import SAMPLERS, NotEnoughOptions, OptionRequest
+from medvqa_build.negatives.visual_class import VisualClassSampler
+from medvqa_build.negatives.visual_neighbor import VisualNeighborSampler
 from medvqa_build.ontology import Ontology
 
 CLASSES = ["polyp", "adenomatous polyp", "ulcer", "erosion", "bleeding", "normal", "esophagitis"]
