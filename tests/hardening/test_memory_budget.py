@@ -23,7 +23,9 @@ def test_a_read_past_the_worker_budget_is_quarantined_and_the_rest_converts(tmp_
     """A YOLO box file of 60 MB of valid lines (3 million boxes for one image) is nothing a
     header declares, so only the budget stops it: without one it took 5.7 GB and 210 s and
     ended in a pyarrow allocation failure; under max_worker_bytes=3e8 that image is
-    quarantined naming the budget, in the pool (--workers 2) and in-process alike."""
+    quarantined naming the budget, in the pool (--workers 2) and in-process alike. (The box
+    count limit, max_boxes_per_image, would refuse it first: it is raised out of the way, so
+    the budget is what stops the read; tests/hardening/test_box_counts.py tests that limit.)"""
     from ..fixtures.sources import wcebleedgen
 
     root = wcebleedgen.write(tmp_path / "wce")
@@ -31,7 +33,7 @@ def test_a_read_past_the_worker_budget_is_quarantined_and_the_rest_converts(tmp_
     line = box_file.read_text().splitlines()[0] + "\n"
     box_file.write_bytes(line.encode() * (60_000_000 // len(line)))
     out = tmp_path / "s.parquet"
-    env = {"MEDVQA_LIMITS": "max_worker_bytes=3e8"}
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=3e8,max_boxes_per_image=1e8"}
     proc = bounded_cli(
         "convert", "wcebleedgen", root, "-o", out, "-q", "--workers", workers, env=env
     )

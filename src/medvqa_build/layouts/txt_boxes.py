@@ -29,7 +29,7 @@ from ..geometry import box_problem, rle_encode
 from ..media.image import check_image
 from ..records import MaskRef, Region, Sample
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files
-from ..store.table_text import check_text_table
+from ..store.table_text import TableProblem, box_lines
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -198,9 +198,12 @@ class TxtBoxes(FileLayout):
         """What the image's box file says (an absent file: no boxes, or a per-file problem)."""
         label_file = self._label_file(folders.images, folders.labels, path)
         if label_file.is_file():
-            check_text_table(label_file, "box file")
-            text = label_file.read_text(encoding="utf-8", errors="replace")
-            return parse_box_lines(text, self.options)
+            heads = 1 if self.options.count_first_line else 0
+            try:  # read up to max_boxes_per_image box lines, no further
+                lines = [line for _, line in box_lines(label_file, heads=heads, errors="replace")]
+            except TableProblem as exc:  # over a limit: that image's entry, naming the limit
+                raise ImageProblem(str(exc)) from None
+            return parse_box_lines("\n".join(lines), self.options)
         if self.options.missing_labels == "empty":
             return BoxFile()
         raise ImageProblem(f"box file {ctx.rel(label_file)} is missing")

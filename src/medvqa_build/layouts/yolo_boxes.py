@@ -30,7 +30,7 @@ from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import Region, Sample
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files
-from ..store.table_text import check_text_table
+from ..store.table_text import TableProblem, box_lines
 from .base import (
     LAYOUTS,
     MISSING_MARKERS,
@@ -162,38 +162,41 @@ class YoloBoxes(FileLayout):
                 return [], 0
             raise ImageProblem(f"box file {ctx.rel(txt)} is missing")
         regions, left_out = [], 0
-        check_text_table(txt, "box file")
-        lines = txt.read_text(encoding="utf-8").splitlines()
-        for number, line in enumerate(lines, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            where = f"{ctx.rel(txt)} line {number}"
-            if is_missing(fields[0], self._missing):
-                left_out += 1  # no class for this box
-                continue
-            try:
-                class_id, numbers = int(fields[0]), [float(v) for v in fields[1:]]
-            except ValueError:
-                raise ImageProblem(f"{where}: expected 'class cx cy w h', got {line!r}") from None
-            if len(numbers) != 4 or not all(math.isfinite(v) for v in numbers):
-                raise ImageProblem(f"{where}: expected 'class cx cy w h', got {line!r}")
-            if class_id not in o.class_names:
-                raise LabelProblem(
-                    f"{where}: class id {class_id} is not in the manifest's class_names"
-                )
-            if numbers[2] == 0 or numbers[3] == 0:
-                left_out += 1  # a zero-size box: what a box tool writes for an empty mask
-                continue
-            box = yolo_to_xyxy(*numbers, width, height)
-            problem = box_problem(box, width, height)
-            if problem:
-                raise ImageProblem(f"{where}: {problem}")
-            raw = o.class_names[class_id]
-            regions.append((raw, Region(label=ctx.canonical(raw), bbox=box, level="box")))
+        try:
+            for number, line in box_lines(txt):
+                left_out += self._box(ctx, txt, number, line, width, height, regions)
+        except TableProblem as exc:  # over a limit: that image's entry, naming the limit
+            raise ImageProblem(str(exc)) from None
         if not regions and not left_out and o.empty_file == "missing":
             left_out = 1
         return regions, left_out
+
+    def _box(
+        self, ctx: ScanContext, txt: Path, number: int, line: str, width: int, height: int, regions
+    ) -> int:
+        """Read box line ``number`` into ``regions``; 1 when it leaves its box out, else 0."""
+        o = self.options
+        fields = line.split()  # a non-blank line (store.table_text.box_lines)
+        where = f"{ctx.rel(txt)} line {number}"
+        if is_missing(fields[0], self._missing):
+            return 1  # no class for this box
+        try:
+            class_id, numbers = int(fields[0]), [float(v) for v in fields[1:]]
+        except ValueError:
+            raise ImageProblem(f"{where}: expected 'class cx cy w h', got {line!r}") from None
+        if len(numbers) != 4 or not all(math.isfinite(v) for v in numbers):
+            raise ImageProblem(f"{where}: expected 'class cx cy w h', got {line!r}")
+        if class_id not in o.class_names:
+            raise LabelProblem(f"{where}: class id {class_id} is not in the manifest's class_names")
+        if numbers[2] == 0 or numbers[3] == 0:
+            return 1  # a zero-size box: what a box tool writes for an empty mask
+        box = yolo_to_xyxy(*numbers, width, height)
+        problem = box_problem(box, width, height)
+        if problem:
+            raise ImageProblem(f"{where}: {problem}")
+        raw = o.class_names[class_id]
+        regions.append((raw, Region(label=ctx.canonical(raw), bbox=box, level="box")))
+        return 0
 
     def _masks(
         self, ctx: ScanContext, masks: Path | None, path: Path, boxes, label: str, w: int, h: int

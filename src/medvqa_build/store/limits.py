@@ -37,6 +37,7 @@ class ReadLimits:
     max_json_depth: int = 64  # nesting levels of one JSON value
     max_xlsx_unpacked_bytes: int = 1 << 30  # bytes a workbook's XML parts unpack to
     max_sheet_cells: int = 50_000_000  # rows x columns one worksheet spans (store/workbook.py)
+    max_boxes_per_image: int = 10_000  # boxes one per-image box file lists (YOLO txt, ...)
 
     def replace(self, **changes: int) -> ReadLimits:
         """These limits with ``changes`` (names as the fields)."""

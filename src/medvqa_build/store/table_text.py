@@ -15,12 +15,38 @@ from __future__ import annotations
 import csv
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 from .json_text import JsonTooDeep, load_json
 from .limits import ENV, read_limits
 
 _CHUNK = 1 << 20
+
+
+def box_lines(
+    path: str | os.PathLike, what: str = "box file", heads: int = 0, errors: str = "strict"
+) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of each non-blank line of a per-image box file (YOLO txt and the
+    like), stripped, read one at a time after :func:`check_text_table` (text decoded with
+    ``errors``); past ``heads`` leading lines (a count line) and
+    ``max_boxes_per_image`` box lines it raises :class:`TableProblem` naming the limit, before
+    the rest is read (no header declares how many boxes a file lists: a 60 MB file of valid
+    lines is three million boxes for one image)."""
+    path = Path(path)
+    check_text_table(path, what)
+    limit = read_limits().max_boxes_per_image
+    n = 0
+    with path.open(encoding="utf-8", errors=errors) as fh:
+        for number, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line:
+                continue
+            n += 1
+            if n > limit + heads:
+                problem = f"lists more than {limit:,} boxes for one image"
+                raise _over(path, what, problem, "max_boxes_per_image", limit)
+            yield number, line
 
 
 class TableProblem(ValueError):
