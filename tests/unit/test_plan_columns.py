@@ -222,3 +222,45 @@ def test_fields_of_a_few_samples_equal_their_full_rows(tmp_path):
         assert at == {
             r: {"sample_id": f"s{r:03d}", "labels": list(samples[r].labels)} for r in (3, 41)
         }
+
+
+def test_the_first_blocks_of_all_tasks_are_read_in_one_sweep(
+    synthetic_root, repo, tmp_path, monkeypatch
+):
+    """Each task's first candidates are read ahead with the other tasks' (one take for the
+    phase), and the items are the same as when every task reads its own."""
+    import yaml
+
+    from medvqa_build.api import load_source
+    from medvqa_build.recipe import Recipe
+    from medvqa_build.sources import get_source
+    from medvqa_build.stages.generate import generate_items
+
+    samples = load_source("synthetic-endo", synthetic_root).samples
+    write_samples(samples, tmp_path / "s.parquet")
+    data = yaml.safe_load((repo / "recipes" / "demo.yaml").read_text())
+    data["tasks"] = [dict(t, quota=4) for t in data["tasks"] if "visual" not in str(t)]
+    recipe = Recipe.from_dict(data)
+    manifests = {"synthetic-endo": get_source("synthetic-endo").manifest}
+    takes = []
+    real = SampleTable.take
+
+    def counted(self, rows):
+        rows = list(rows)
+        takes.append(len(rows))
+        return real(self, rows)
+
+    monkeypatch.setattr(SampleTable, "take", counted)
+
+    def items():
+        takes.clear()
+        table = SampleTable([tmp_path / "s.parquet"])
+        return generate_items(recipe, table, manifests, progress=False).items
+
+    ahead = items()
+    ahead_takes = list(takes)
+    monkeypatch.setattr(generate, "PREFETCH_MAX", 0)
+    alone = items()
+    assert ahead == alone and len(ahead) == 4 * len(data["tasks"])
+    assert len(ahead_takes) < len(takes)  # the vocabularies' takes, then one read ahead
+    assert sum(ahead_takes[-1:]) > max(takes)  # ... holding every task's first block

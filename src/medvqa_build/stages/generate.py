@@ -461,11 +461,14 @@ def _order_of_plan(task: _Task, rng) -> np.ndarray:
     return _round_robin_codes(rank_of_code[codes], rng, sources, n_options)
 
 
-def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng, quota: int = BLOCK):
+def _candidates_in_order(
+    task: _Task, source, embeddings, seed: int, rng, quota: int = BLOCK, fetched=None
+):
     """``(vocab, pool, order, fetch, available)`` of one task: ``order`` the candidates'
     positions round-robin over truths, ``fetch(positions)`` yields ``(position, candidate)``
-    (the first fetch of a planned task about ``2 x quota`` candidates, then more as needed),
-    ``available`` the candidates per truth (what answer balance spreads)."""
+    (the first fetch of a planned task about ``2 x quota`` candidates, then more as needed,
+    through ``fetched`` when the phase read them ahead), ``available`` the candidates per
+    truth (what answer balance spreads)."""
     spec, gen = task.spec, task.gen
     if gen.per_sample or (gen.groups_pool and not task.visual):
         if gen.per_sample:  # planned by the phase's shared pass
@@ -484,7 +487,9 @@ def _candidates_in_order(task: _Task, source, embeddings, seed: int, rng, quota:
             pool,
             _order_of_plan(task, rng),
             lambda ks: zip(
-                ks, _planned_candidates(task, ks, source, FIRST_FACTOR * quota + 64), strict=True
+                ks,
+                _planned_candidates(task, ks, fetched or source, FIRST_FACTOR * quota + 64),
+                strict=True,
             ),
             available,
         )
@@ -559,11 +564,48 @@ def generate_items(
                 )
             )
         _plan_pools([t for t in tasks if t.gen.per_sample], run.source, embeddings)
+        run.fetched = _first_blocks(tasks, run)
         for task in tasks:
             _generate_task(task, run)
             task.rows = task.ordinals = task.truth_codes = array("q")  # free the plan
             task.source_codes = array("H")
+        run.fetched = None
     return result
+
+
+PREFETCH_MAX = 512  # a task's first block is read ahead with the others' when this small
+
+
+def _first_blocks(tasks: list[_Task], run: _Run) -> _Fetched | None:
+    """The samples of every planned task's first block, read in one sweep of the table: each
+    task's few candidates lie in every row group of a large table, so reading them task by
+    task read each row group once per task. The orders are those :func:`_generate_task`
+    draws (the same seeded generator, first used for the order)."""
+    if not isinstance(run.source, SampleTable):
+        return None
+    rows: set[int] = set()
+    for task in tasks:
+        if not task.gen.per_sample or task.members is not None or not len(task.rows):
+            continue
+        first = FIRST_FACTOR * run.recipe.quota(task.spec) + 64
+        if first > PREFETCH_MAX:
+            continue
+        order = _order_of_plan(task, rng_for(run.recipe.seed, "generate", task.spec.name))
+        rows.update(task.rows[int(k)] for k in order[:first])
+    return _Fetched(run.source, run.source.take(rows)) if rows else None
+
+
+class _Fetched:
+    """A table's ``take`` that serves the rows read ahead from memory."""
+
+    def __init__(self, source: SampleTable, found: dict[int, Sample]):
+        self.source, self.found = source, found
+
+    def take(self, rows: Iterable[int]) -> dict[int, Sample]:
+        rows = list(rows)
+        missing = [r for r in rows if r not in self.found]
+        more = self.source.take(missing) if missing else {}
+        return {r: self.found[r] if r in self.found else more[r] for r in rows}
 
 
 @dataclass
@@ -582,6 +624,7 @@ class _Run:
     result: GenerateResult
     test_groups: set[str]  # groups of the benchmark items made so far
     progress: bool
+    fetched: _Fetched | None = None  # the phase's first blocks, read ahead (_first_blocks)
 
 
 def _generate_task(task: _Task, run: _Run) -> None:
@@ -591,7 +634,7 @@ def _generate_task(task: _Task, run: _Run) -> None:
     rng = rng_for(run.recipe.seed, "generate", spec.name)
     quota = run.recipe.quota(spec)
     vocab, pool, order, fetch, available = _candidates_in_order(
-        task, run.source, run.embeddings, run.recipe.seed, rng, quota
+        task, run.source, run.embeddings, run.recipe.seed, rng, quota, run.fetched
     )
     ctx = GenContext(
         recipe=run.recipe,
