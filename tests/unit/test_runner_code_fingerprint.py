@@ -162,3 +162,26 @@ def test_the_embed_stage_names_the_samplers_that_plan_its_demand(repo):
             SAMPLERS.module("visual_class"),
         }
     )
+
+
+def test_no_stage_carries_a_plugin_in_its_own_code():
+    """Every plug-in of every registry addresses only the stages that run it (their
+    ``plugins``): none lies in a stage's own import closure, where an edit of it would rebuild
+    that stage for every recipe. ``render/__init__`` once imported ``coord_text`` from the
+    ``coord`` renderer, which put it under embed, generate, render and validate."""
+    from medvqa_build.export import EXPORTERS
+    from medvqa_build.layouts import LAYOUTS
+    from medvqa_build.negatives import EMBEDDERS, SAMPLERS
+    from medvqa_build.render import RENDERERS
+    from medvqa_build.tasks import TASKS
+
+    plugins = {
+        registry.module(name)
+        for registry in (LAYOUTS, TASKS, RENDERERS, EXPORTERS, SAMPLERS, EMBEDDERS)
+        for name in registry.names()
+    }
+    assert len(plugins) > 40
+    carried = {
+        stage.name: sorted(plugins & runner._closure(type(stage).__module__)) for stage in STAGES
+    }
+    assert carried == {stage.name: [] for stage in STAGES}

@@ -22,11 +22,11 @@ from .base import (
     RenderResult,
     Stroke,
     Style,
+    coord_text,
     prompt_levels,
     render,
     render_in_place,
 )
-from .coord import coord_text
 from .masks import load_region_mask, region_box
 from .resize import Resize, fit_max_side
 

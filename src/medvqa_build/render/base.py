@@ -10,6 +10,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
+from ..geometry import format_box
 from ..records import DrawnShape, PointXY, Region
 from ..registry import Registry
 
@@ -407,3 +408,10 @@ def _at_index(result: RenderResult, image_index: int) -> RenderResult:
         shapes = tuple(replace(s, image_index=image_index) for s in result.shapes)
         result = RenderResult(result.image, shapes, result.decoded)
     return result
+
+
+def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: int) -> str:
+    """The box (x2/y2 exclusive pixels) as prompt text: abs, norm1000, norm1 or qwen (the
+    ``coord`` level's question; here, not in ``coord.py``, so that the stages writing it do
+    not carry the ``coord`` renderer's code in their own fingerprint)."""
+    return format_box(box_xyxy, convention, width, height)

@@ -1,23 +1,18 @@
 """``coord``: the box is given as text (EndoBench's Coor level), nothing is drawn.
 
 The clean image is returned unchanged; each region's box is recorded as a ``text`` shape, and
-the question writer formats it with :func:`coord_text` in the chosen convention.
+the question writer formats it with :func:`~medvqa_build.render.base.coord_text` in the
+chosen convention (it lives in ``base``: a stage that writes coordinates does not run this
+plug-in).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
-from ..geometry import format_box
 from ..records import DrawnShape
 from .base import RENDERERS, Mark, PlannedRenderer, Stroke, Style
 from .masks import region_box
-
-
-def coord_text(box_xyxy: Sequence[float], convention: str, width: int, height: int) -> str:
-    """The box (x2/y2 exclusive pixels) as prompt text: abs, norm1000, norm1 or qwen."""
-    return format_box(box_xyxy, convention, width, height)
 
 
 class CoordRenderer(PlannedRenderer):
