@@ -46,6 +46,27 @@ def test_a_read_past_the_worker_budget_is_quarantined_and_the_rest_converts(tmp_
     assert "MEDVQA_LIMITS=max_worker_bytes=" in entry["reason"]
 
 
+def test_inspect_reads_under_the_worker_budget(tmp_path):
+    """``inspect`` reads its first files as convert does, under the same budget: the 60 MB box
+    file (its count limit raised out of the way) is one problem naming max_worker_bytes, the
+    others are read, exit 0; without the budget it ran past the 120 s ceiling."""
+    from ..fixtures.sources import wcebleedgen
+
+    root = wcebleedgen.write(tmp_path / "wce")
+    box_file = sorted(root.rglob("YOLO_TXT/*.txt"))[0]
+    line = box_file.read_text().splitlines()[0] + "\n"
+    box_file.write_bytes(line.encode() * (60_000_000 // len(line)))
+    env = {"MEDVQA_LIMITS": "max_worker_bytes=3e8,max_boxes_per_image=1e8"}
+    proc = bounded_cli("inspect", "wcebleedgen", root, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    parts = json.loads(proc.stdout)["parts"]
+    problems = [p for part in parts for p in part["problems"]]
+    (problem,) = [p for p in problems if p["file"].endswith(box_file.stem + ".png")]
+    assert "ran out of memory reading it" in problem["reason"]
+    assert "max_worker_bytes of 300,000,000 bytes" in problem["reason"]
+    assert sum(part["converted"] for part in parts) > 0
+
+
 def test_an_image_whose_decode_is_over_the_worker_budget_is_quarantined_from_its_header(
     tmp_path,
 ):

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from ..layouts.base import ScanContext
 from ..layouts.discovery import RootResolution
 from ..records import QuarantineEntry, Sample
+from ..store.limits import read_limits
+from ..store.memory import worker_budget
 from ..store.paths import LINKED_FOLDER_REASON, linked_folders_outside
 from . import get_source
 
@@ -155,7 +157,14 @@ def inspect_source(
 ) -> SourceInspection:
     """Resolve ``root`` for ``source_id`` and look at each found part without writing
     anything: every candidate counted where the layout can count without reading (else the
-    first ``limit``), the first ``limit`` read as ``convert`` reads them."""
+    first ``limit``), the first ``limit`` read as ``convert`` reads them, under the worker
+    memory budget a convert shard runs under (``max_worker_bytes``: a read past it is that
+    file's quarantine entry)."""
+    with worker_budget(read_limits().max_worker_bytes):
+        return _inspect(source_id, root, limit, verify)
+
+
+def _inspect(source_id: str, root: str | os.PathLike, limit: int, verify: str) -> SourceInspection:
     source = get_source(source_id)
     resolution = source.resolve(root)
     parts = []
