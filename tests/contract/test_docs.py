@@ -13,6 +13,7 @@ from medvqa_build.export import EXPORTERS
 from medvqa_build.negatives import SAMPLERS
 from medvqa_build.recipe import Recipe
 from medvqa_build.render import prompt_levels
+from medvqa_build.tasks import TASKS
 
 
 def _generator(repo, name):
@@ -110,6 +111,21 @@ def test_the_prompt_levels_are_listed_where_recipes_and_pictures_name_them(repo)
 
 def test_the_negative_strategies_listed_are_the_registry(repo):
     assert sorted(_reference_list(repo, "strategy")) == sorted(SAMPLERS.registered())
+
+
+def test_every_export_format_has_its_section_in_docs_exports(repo):
+    """CONTRIBUTING.md, "Add an exporter": document it in docs/exports.md (a ``## <format>``
+    section)."""
+    page = (repo / "docs" / "exports.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## ([\w-]+)", page, re.M)
+    assert [f for f in EXPORTERS.registered() if f not in sections] == []
+
+
+def test_every_task_generator_is_named_in_the_docs(repo):
+    """CONTRIBUTING.md, "Add a task": a generator a recipe may name is named (in backticks) on
+    a page of docs/ (the generators table of docs/recipes.md, or its suite's page)."""
+    pages = "\n".join(p.read_text(encoding="utf-8") for p in (repo / "docs").glob("*.md"))
+    assert [n for n in TASKS.names() if f"`{n}`" not in pages] == []
 
 
 def _keys(model: type[BaseModel]) -> set[str]:
