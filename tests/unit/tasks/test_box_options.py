@@ -10,7 +10,13 @@ import pytest
 
 from medvqa_build.geometry import iou, parse_box
 from medvqa_build.records import Region, Sample
-from medvqa_build.tasks.box_options import BoxPool, fit_weights, pool_distractor_boxes
+from medvqa_build.tasks.box_options import (
+    BoxPool,
+    GeometryBalance,
+    fit_weights,
+    geometry_stats,
+    pool_distractor_boxes,
+)
 
 from .conftest import SPATIAL, run, task
 
@@ -211,11 +217,12 @@ def test_weights_favour_boxes_that_clear_few():
     assert weights[inside].min() > weights[outside].max()
 
 
-def test_the_answers_size_rank_is_spread_evenly():
-    # findings framed large: boxes drawn only for room would leave the answer the largest
+def _large_findings(n=80, seed=3):
+    """Findings framed large on small frames: boxes drawn only for the room an answer leaves
+    are smaller than it."""
     samples = []
-    rng = np.random.default_rng(3)
-    for i in range(60):
+    rng = np.random.default_rng(seed)
+    for i in range(n):
         side = float(rng.integers(20, 90))
         x, y = (float(v) for v in rng.integers(0, 200 - int(side), 2))
         samples.append(
@@ -231,19 +238,76 @@ def test_the_answers_size_rank_is_spread_evenly():
                 group_id=f"g{i}",
             )
         )
-    for size_rank, spread in ((True, True), (False, False)):
-        spec = task("vg", "visual_grounding", SPATIAL, "Visual Grounding", quota=60,
-                    params={"size_rank": size_rank})  # fmt: skip
-        items = run([spec], samples).items
-        larger = np.bincount(
-            [
-                sum(_area(o) > _area(i.options[ord(i.answer) - 65]) for o in i.options)
-                for i in items
-            ],
-            minlength=4,
-        )
-        assert len(items) >= 40
-        assert (larger.max() - larger.min() <= 1) == spread, larger
+    return samples
+
+
+def _answer_geometry(items) -> dict[str, np.ndarray]:
+    """Per item: the answer's log area and centre distance less its item's mean, and how
+    many options are larger than the answer."""
+    out = {"area": [], "centre": [], "larger": []}
+    for i in items:
+        boxes = np.array([parse_box(o, "abs", 200, 200) for o in i.options])
+        at = ord(i.answer) - 65
+        area = np.log((boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]))
+        cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2, (boxes[:, 1] + boxes[:, 3]) / 2
+        centre = np.hypot(cx - 100, cy - 100)
+        out["area"].append(area[at] - area.mean())
+        out["centre"].append(centre[at] - centre.mean())
+        out["larger"].append(int((area > area[at]).sum()))
+    return {k: np.array(v) for k, v in out.items()}
+
+
+def test_the_answers_geometry_is_exchangeable_with_its_distractors():
+    """Large findings on small frames: the answer's size rank is even and on average it is
+    neither larger nor nearer the centre than the others."""
+    spec = task("vg", "visual_grounding", SPATIAL, "Visual Grounding", quota=80)
+    items = run([spec], _large_findings()).items
+    assert len(items) >= 75
+    got = _answer_geometry(items)
+    larger = np.bincount(got["larger"], minlength=4)
+    assert larger.max() - larger.min() <= 2, larger
+    assert abs(got["area"].mean()) < 0.03, got["area"].mean()
+    assert abs(got["centre"].mean()) < 1.5, got["centre"].mean()  # pixels of a 200 px frame
+
+
+def _skewed_sets(rng: np.random.Generator, draws: int) -> list[list[tuple]]:
+    """``draws`` sets of four boxes on a 100 x 100 frame, the answer first: distractor sides
+    drawn from one distribution, the answer's mostly larger and nearer the centre than them."""
+    side = float(rng.uniform(20, 40))
+    cx, cy = np.clip(rng.normal(50, 12, 2), side / 2, 100 - side / 2)
+    answer = (cx - side / 2, cy - side / 2, cx + side / 2, cy + side / 2)
+    out = []
+    for _ in range(draws):
+        boxes = [answer]
+        for _ in range(3):
+            side = float(rng.uniform(12, 48))
+            x, y = rng.uniform(0, 100 - side, 2)
+            boxes.append((x, y, x + side, y + side))
+        out.append(boxes)
+    return out
+
+
+def test_geometry_balance_keeps_a_skewed_draw_exchangeable():
+    """Where every draw leans one way (the answer larger and more central than the boxes
+    that fit beside it), keeping the first draw shows it; keeping the set the balance picks
+    leaves the answer's mean offsets near zero and its size rank even."""
+    rng = np.random.default_rng(0)
+    balance, first, kept = GeometryBalance(), [], []
+    for _ in range(400):
+        sets = _skewed_sets(rng, 8)
+        first.append(geometry_stats(sets[0], 100, 100))
+        kept.append(geometry_stats(sets[balance.choose(sets, 100, 100)], 100, 100))
+    first, kept = np.array(first), np.array(kept)
+    # columns: log area's offset from the item's mean, rank, largest, smallest; then log
+    # aspect's (all boxes square here: ties, the same in every draw), centre distance's,
+    # border distance's, distance to the others' mean's; then the area rank one-hot
+    bias, left = np.abs(first.mean(axis=0)), np.abs(kept.mean(axis=0))
+    assert first[:, 0].mean() > 0.05 and first[:, 8].mean() < -0.07  # larger, more central
+    assert first[:, 9].mean() < -0.25  # the answer's centre distance ranks low
+    moved = np.r_[0:4, 8:24]
+    assert (left[moved] <= 0.6 * bias[moved] + 0.01).all(), (bias.round(3), left.round(3))
+    assert (left[moved] ** 2).sum() < (bias[moved] ** 2).sum() / 5
+    assert np.array_equal(left[4:8], bias[4:8])
 
 
 def _area(text: str) -> float:

@@ -244,3 +244,26 @@ def test_an_exactly_balanced_task_is_not_flagged_by_counting_without_replacement
     monkeypatch.setattr(blind, "SHARES", 0)  # the shares' weights free: the artifact shows
     (free,) = run_audit(items, BlindSpec(), 0)["tasks"]
     assert free["accuracy"] > kept["accuracy"] + 0.1, (free, kept)
+
+
+def test_box_size_the_answer_stands_apart_from_the_others_by_size_at_an_even_rank():
+    """What distractors fitted into the room a finding leaves give (the EndoBench replica's
+    Visual Grounding, 39 % from the size columns alone): the answer's size rank is even, but
+    the largest answer stands far above the others and the smallest barely below them, so
+    the answer sits above the others' mean. Only the size offset within the item tells."""
+
+    def planted(rng: np.random.Generator, k: int) -> Options:
+        sides = sorted(float(v) for v in rng.uniform(60, 110, 3))
+        rank = k % 4  # the answer is larger than ``rank`` of the others, evenly
+        if rank == 3:
+            side = sides[-1] * 1.6
+        elif rank == 0:
+            side = sides[0] * 0.97
+        else:
+            side = float(rng.uniform(sides[rank - 1], sides[rank]))
+        boxes = [_box(rng, side), *(_box(rng, s) for s in sides)]
+        return [_text(b) for b in boxes], 0, "s"
+
+    planted_row, control_row = _audit(_items("planted", planted), _items("control", _random_boxes))
+    assert planted_row["flagged"] and planted_row["accuracy"] > 0.4, planted_row
+    assert not control_row["flagged"] and control_row["accuracy"] < 0.25 + 0.1, control_row
