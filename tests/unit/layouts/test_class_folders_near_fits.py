@@ -251,3 +251,42 @@ def test_pattern_groups_are_claimed_attributes():
         "attribute:patient",
         "attribute:n",
     }
+
+
+def test_the_worked_layout_examples_names_need_no_code(tmp_path):
+    """CONTRIBUTING.md says the names of its "Add a layout" example,
+    ``bowel_<n>_score_<s>_<k>.jpg``, are read by ``class_folders`` options too."""
+    from medvqa_build.layouts.base import LabelProblem, ScanContext
+
+    for k, name in enumerate(["bowel_1_score_0_001.jpg", "bowel_2_score_3_001.jpg", "notes.jpg"]):
+        _png(tmp_path / "frames" / name, k)
+    layout = make_layout(
+        "class_folders",
+        {
+            "images_dir": "frames",
+            "class_pattern": r"^(?P<group>bowel_\d+)_score_(?P<label>\d)_",
+            "group_level": "group",
+        },
+        where="test",
+    )
+    ctx = ScanContext(
+        source="t",
+        root=tmp_path,
+        part="p",
+        modality="endoscopy",
+        scene=None,
+        label_map={"0": "bbps 0", "3": "bbps 3"},
+    )
+    got = []
+    for candidate in layout.candidates(ctx):
+        try:
+            s = layout.read(ctx, candidate)
+            got.append((s.image, s.labels, s.group_id))
+        except LabelProblem as e:  # the base quarantines it with this reason
+            got.append((candidate.rel, str(e)))
+    assert sorted(got) == [
+        ("frames/bowel_1_score_0_001.jpg", ("bbps 0",), "bowel_1"),
+        ("frames/bowel_2_score_3_001.jpg", ("bbps 3",), "bowel_2"),
+        ("frames/notes.jpg", "file name does not match class_pattern "
+         "'^(?P<group>bowel_\\\\d+)_score_(?P<label>\\\\d)_'"),
+    ]  # fmt: skip
