@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..records import Negatives, Sample
-from ..store.packed import SortedStrings
+from ..store.packed import PackedStrings, SortedStrings
 from .base import SAMPLERS, OptionRequest
 from .embedder import l2_normalise
 from .visual_base import (
@@ -107,7 +107,12 @@ class VisualClassSampler:
             self._lib = np.zeros((0, _width(embeddings)), np.float32)
         self._lib_sources = np.array([samples[i].source for i in at.tolist()], dtype=object)
         self._lib_modalities = np.array([samples[i].modality for i in at.tolist()], dtype=object)
-        self._pool = _PoolRows([samples[i].sample_id for i in keep], keep, embeddings)
+        ids = getattr(samples, "ids", None)  # generate's packed refs: no object per sample
+        if isinstance(ids, PackedStrings):
+            pool_ids = [ids[i] for i in keep]
+        else:
+            pool_ids = [samples[i].sample_id for i in keep]
+        self._pool = _PoolRows(pool_ids, keep, embeddings)
         return self
 
     def embed_demand(self, labels: Sequence[str | None], rng: np.random.Generator) -> np.ndarray:
