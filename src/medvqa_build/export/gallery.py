@@ -50,12 +50,31 @@ def _wrap(text: str, width: int, lines: int) -> str:
     return "\n".join(out[:lines]) + ("…" if len(out) > lines else "")
 
 
+# the longest side an image is drawn from: a panel is about 260 pixels wide, and matplotlib's
+# antialiased resampling holds the image as float RGBA (a 6000x6000 image: 1.9 GB resident);
+# a larger image is first shrunk to it (pixel areas averaged), smaller ones are drawn as they are
+GALLERY_MAX_SIDE = 2048
+
+
+def _shrunk(rgb):
+    """``rgb`` with its longer side at most :data:`GALLERY_MAX_SIDE` (area-averaged)."""
+    import cv2
+
+    h, w = rgb.shape[:2]
+    if max(h, w) <= GALLERY_MAX_SIDE:
+        return rgb
+    scale = GALLERY_MAX_SIDE / max(h, w)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return cv2.resize(rgb, size, interpolation=cv2.INTER_AREA)
+
+
 def _panel(ax_img, ax_text, item: Item, resolve: Callable[[str], Path]) -> None:
     ax_img.set_axis_off()
     ax_text.set_axis_off()
     try:
         fragment = split_fragment(item.images[0])[1]
-        ax_img.imshow(load_ref_rgb(resolve(item.images[0]), fragment), interpolation="antialiased")
+        rgb = _shrunk(load_ref_rgb(resolve(item.images[0]), fragment))
+        ax_img.imshow(rgb, interpolation="antialiased")
     except (IndexError, KeyError, OSError, ValueError, ImageProblem, MedvqaError):
         ax_img.text(0.5, 0.5, "(no image)", ha="center", va="center", parse_math=False)
     answers = {a.strip() for a in item.answer.split(",")}

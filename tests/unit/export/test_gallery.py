@@ -75,3 +75,18 @@ def test_without_galleries_keeps_the_rest_of_the_card():
         out == "# B\n\n## Examples\n\nNo examples are shown: annotations only.\n\n## Sources\n\nS\n"
     )
     assert gallery.without_galleries("# B\n", "x") == "# B\n"
+
+
+def test_a_large_image_is_shrunk_before_it_is_drawn_and_a_small_one_is_not():
+    """matplotlib's antialiased drawing holds an image as float RGBA (a 6000x6000 image took
+    1.9 GB): one whose longer side is over GALLERY_MAX_SIDE is area-averaged down to it first;
+    the others are drawn as they are (the demo's galleries keep their bytes)."""
+    import numpy as np
+
+    big = np.zeros((6000, 3000, 3), np.uint8)
+    big[:, 1500:] = 200
+    small = np.zeros((2048, 100, 3), np.uint8)
+    assert gallery._shrunk(small) is small
+    out = gallery._shrunk(big)
+    assert out.shape == (gallery.GALLERY_MAX_SIDE, 1024, 3)
+    assert (out[:, :511] == 0).all() and (out[:, 513:] == 200).all()
