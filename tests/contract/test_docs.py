@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from medvqa_build.api import list_sources
+from medvqa_build.curate.spec import CurateSpec
 from medvqa_build.export import EXPORTERS
 from medvqa_build.negatives import SAMPLERS
 from medvqa_build.recipe import Recipe
@@ -154,3 +155,16 @@ def test_the_recipe_reference_names_every_key(repo):
     assert "templates" in written
     blind_page = (repo / "docs" / "blind_audit.md").read_text(encoding="utf-8")
     assert not [k for k in _keys(blind) if f"{k}:" not in blind_page]
+    # and no key the code does not take (``curate`` is a mapping checked by CurateSpec)
+    keys = set(re.findall(r"^\s*(?:- )?(\w+):", block, re.M))
+    stale = sorted(keys - _keys(Recipe) - _keys(CurateSpec))
+    assert not stale, f"docs/recipes.md's reference block names keys no recipe takes: {stale}"
+
+
+def test_the_curation_page_names_every_curate_key(repo):
+    """``curate`` is a free mapping in the recipe model, checked by ``CurateSpec``: its keys
+    are documented in docs/curation.md's reference block."""
+    page = (repo / "docs" / "curation.md").read_text(encoding="utf-8")
+    block = page[page.index("```yaml\n") : page.index("```\n", page.index("```yaml\n") + 8)]
+    written = set(re.findall(r"^\s*(\w+):", block, re.M))
+    assert sorted(_keys(CurateSpec) - written) == []
