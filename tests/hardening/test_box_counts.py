@@ -59,3 +59,48 @@ def test_a_voc_box_file_past_a_lowered_max_boxes_per_image_is_quarantined(tmp_pa
         in (entry["reason"])
     )
     assert (counts["converted"], counts["quarantined"]) == (reference["converted"] - 1, 1)
+
+
+def test_a_shared_box_json_entry_past_max_boxes_per_image_quarantines_its_image(tmp_path):
+    """Kvasir-SEG's kavsir_bboxes.json lists one or two boxes an image: under
+    max_boxes_per_image=1 the image with two is quarantined naming the limit, the others
+    convert; under 2 all convert."""
+    from ..fixtures.sources import kvasir_seg
+
+    kvasir_seg.write(tmp_path / "kseg")
+    out = tmp_path / "s.parquet"
+    runs = {}
+    for limit in (2, 1):
+        env = {"MEDVQA_LIMITS": f"max_boxes_per_image={limit}"}
+        proc = bounded_cli("convert", "kvasir-seg", tmp_path / "kseg", "-o", out, "-q", env=env)
+        assert proc.returncode == 0, proc.stderr
+        runs[limit] = converted(out)
+    assert runs[2][1] == []
+    (entry,) = runs[1][1]
+    assert entry["file"].endswith("cju0qoxqj9q6s0835b43399p4.jpg")
+    assert entry["reason"].startswith(
+        "kavsir_bboxes.json entry lists more than 1 boxes for one image, over the "
+        "max_boxes_per_image limit of 1"
+    )
+    assert runs[1][0]["converted"] == runs[2][0]["converted"] - 1
+
+
+def test_a_frame_xml_past_max_boxes_per_image_quarantines_its_frame(tmp_path):
+    """EndoVis 2018 with the instruments18 XML: under a limit one below the most objects a
+    frame's XML lists, those frames are quarantined naming the limit and the XML file."""
+    from ..fixtures.sources import endovis18
+
+    root = endovis18.write(tmp_path / "ev18", xml=True)
+    most = max(len(objs) for seq in endovis18.XML_OBJECTS.values() for objs in seq.values())
+    crowded = sum(
+        len(objs) == most for seq in endovis18.XML_OBJECTS.values() for objs in seq.values()
+    )
+    out = tmp_path / "s.parquet"
+    env = {"MEDVQA_LIMITS": f"max_boxes_per_image={most - 1}"}
+    proc = bounded_cli("convert", "endovis18", root, "-o", out, "-q", env=env)
+    assert proc.returncode == 0, proc.stderr
+    counts, entries = converted(out)
+    assert len(entries) == crowded and counts["converted"] > 0
+    for entry in entries:
+        assert entry["reason"].startswith("annotation frame")
+        assert f"lists more than {most - 1:,} boxes for one image" in entry["reason"]

@@ -16,6 +16,7 @@ from pathlib import Path
 from ..errors import ImageProblem
 from ..geometry import box_problem
 from ..records import Region
+from ..store.limits import box_count_problem
 from .base import LabelProblem, LayoutOptions, ScanContext
 
 
@@ -48,6 +49,9 @@ def xml_regions(
     regions: list[Region] = []
     attributes: dict[str, str] = {}
     for k, obj in enumerate(root.iter(o.object_tag), start=first):
+        too_many = box_count_problem(k - first + 1, f"annotation {path.name}")
+        if too_many:
+            raise ImageProblem(too_many)
         raw = _text(obj, o.name_tag, path)
         box = _box(obj, o, path)
         problem = box_problem(box, width, height)

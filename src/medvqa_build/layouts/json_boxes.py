@@ -15,6 +15,7 @@ from ..errors import ImageProblem, SourceError
 from ..geometry import box_problem
 from ..media.image import check_image
 from ..records import Region, Sample
+from ..store.limits import box_count_problem
 from ..store.paths import IMAGE_EXTENSIONS, sorted_files
 from ..store.table_text import read_json_file
 from .base import LAYOUTS, FileCandidate, FileLayout, LayoutOptions, ScanContext
@@ -76,6 +77,9 @@ def regions_from_entry(
             f"{opts.file} entry field {opts.boxes_key!r} is {type(boxes).__name__}; expected "
             "a list of boxes"
         )
+    too_many = box_count_problem(len(boxes), f"{opts.file} entry")
+    if too_many:
+        raise ImageProblem(too_many)
     if listed and size != (width, height):
         raise ImageProblem(
             f"{opts.file} says {entry['width']}x{entry['height']}, image is {width}x{height}"

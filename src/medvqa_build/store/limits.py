@@ -89,6 +89,19 @@ def decode_problem(need: int, what: str, peak: int | None = None) -> str | None:
     return None
 
 
+def box_count_problem(n: int, what: str) -> str | None:
+    """Why ``what`` (a box file, or an image's entry of a shared annotation file) listing ``n``
+    boxes for one image may not be read, or None: ``n`` against ``max_boxes_per_image``."""
+    limit = read_limits().max_boxes_per_image
+    if n <= limit:
+        return None
+    return (
+        f"{what} lists more than {limit:,} boxes for one image, over the max_boxes_per_image "
+        f"limit of {limit:,}: a damaged or padded file (download it again) or, if genuine, raise "
+        f"the limit ({ENV}=max_boxes_per_image=...)"
+    )
+
+
 def read_limits() -> ReadLimits:
     """The defaults, with what ``$MEDVQA_LIMITS`` raises or lowers (the variable is read on
     each call, so a worker process sees what its parent set; its text is parsed once)."""

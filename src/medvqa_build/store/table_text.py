@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .json_text import JsonTooDeep, load_json
-from .limits import ENV, read_limits
+from .limits import ENV, box_count_problem, read_limits
 
 _CHUNK = 1 << 20
 
@@ -44,8 +44,7 @@ def box_lines(
                 continue
             n += 1
             if n > limit + heads:
-                problem = f"lists more than {limit:,} boxes for one image"
-                raise _over(path, what, problem, "max_boxes_per_image", limit)
+                raise TableProblem(box_count_problem(n - heads, f"{what} {path.name}"))
             yield number, line
 
 
