@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 import traceback
 
@@ -45,7 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         # decoders log for it is noise
         logging.getLogger("pydicom.pixels").setLevel(logging.CRITICAL)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        # the reader went away (`medvqa-build inspect ... | head`): stop quietly, as a shell
+        # tool does; stdout goes to devnull so the interpreter's own flush at exit is silent
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except MedvqaError as exc:
         return _fail(args, str(exc), exc.exit_code)
     except KeyboardInterrupt:
