@@ -48,7 +48,9 @@ SOURCES = (
 # (issue 32): the contract replicas alone hold mostly "2" instruments, single polyps and polyp
 # regions, and a source whose findings are not as frequent as each other gives its most
 # frequent one as the answer more often (the audit's answer share per source). see-ai: three
-# single-box frames of each of its 12 classes.
+# single-box frames of each of its 12 classes. kid's normal frames: 24 more of each organ, so that
+# Organ Identification's pool (hyperkvasir's landmarks give stomach and large intestine twice as
+# often as esophagus and small intestine) fills its quota with every organ as often.
 SCALED: dict[str, dict[str, int]] = {
     "kvasir": {"per_class": 6},
     "hyperkvasir": {"per_class": 6},
@@ -58,7 +60,7 @@ SCALED: dict[str, dict[str, int]] = {
     "endovis18": {"extra": 48},
     "kvasir-seg": {"extra": 12},
     "edd2020": {"extra": 25},
-    "kid": {"extra": 12},
+    "kid": {"extra": 12, "normal": 24},
     "sun": {"extra": 12},
 }
 

@@ -196,6 +196,21 @@ def test_answer_letters_balanced(build):
     assert len(checked) >= 4, checked  # the 2-point rule is not vacuous at this scale
 
 
+def test_organ_pool_fills_the_scaled_quota_evenly(build):
+    """Organ Identification in issue 32's build (quota_scale 0.3, 125 items): the replicas hold
+    enough frames of every organ that the quota fills with each organ as often. Without KID's
+    extra normal frames the pool was esophagus 7, large intestine 13, small intestine 9,
+    stomach 16: all 45 were made and the top answer took 35.6 % of them."""
+    entry = build["report"]["balance"]["organ-identification"]
+    available = {name: row["available"] for name, row in entry["per_class"].items()}
+    assert set(available) == {"esophagus", "stomach", "small intestine", "large intestine"}
+    spec = next(t for t in build["recipe"]["tasks"] if t["name"] == "organ-identification")
+    quota = round(spec["quota"] * 0.3)
+    level = -(-quota // len(available))  # every organ at most this many items
+    assert min(available.values()) >= quota // len(available), available
+    assert sum(min(n, level) for n in available.values()) >= quota, available
+
+
 def test_region_selection_colours_balanced(build):
     """The target box's colour is the answer of Region Selection: each colour is it within one
     item of the others (drawn at random, red was the answer of 36 % of 129 replica items and
