@@ -199,10 +199,16 @@ class TxtBoxes(FileLayout):
         label_file = self._label_file(folders.images, folders.labels, path)
         if label_file.is_file():
             heads = 1 if self.options.count_first_line else 0
+            read = box_lines(label_file, heads=heads, errors="replace")
+            lines: list[str] = []
             try:  # read up to max_boxes_per_image box lines, no further
-                lines = [line for _, line in box_lines(label_file, heads=heads, errors="replace")]
+                lines.extend(line for _, line in read)
             except TableProblem as exc:  # over a limit: that image's entry, naming the limit
                 raise ImageProblem(str(exc)) from None
+            except MemoryError:  # over the worker's budget: free and close before it goes up
+                lines.clear()
+                read.close()
+                raise
             return parse_box_lines("\n".join(lines), self.options)
         if self.options.missing_labels == "empty":
             return BoxFile()

@@ -162,11 +162,19 @@ class YoloBoxes(FileLayout):
                 return [], 0
             raise ImageProblem(f"box file {ctx.rel(txt)} is missing")
         regions, left_out = [], 0
+        lines = box_lines(txt)
         try:
-            for number, line in box_lines(txt):
+            for number, line in lines:
                 left_out += self._box(ctx, txt, number, line, width, height, regions)
         except TableProblem as exc:  # over a limit: that image's entry, naming the limit
             raise ImageProblem(str(exc)) from None
+        except MemoryError:
+            # over the worker's budget (the caller quarantines the image): free what was
+            # read and close the file now, or the generator's cleanup runs out of memory
+            # later and Python prints "Exception ignored in" on the terminal
+            regions.clear()
+            lines.close()
+            raise
         if not regions and not left_out and o.empty_file == "missing":
             left_out = 1
         return regions, left_out

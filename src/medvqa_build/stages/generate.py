@@ -591,7 +591,12 @@ def _first_blocks(tasks: list[_Task], run: _Run) -> _Fetched | None:
         if first > PREFETCH_MAX:
             continue
         order = _order_of_plan(task, rng_for(run.recipe.seed, "generate", task.spec.name))
-        rows.update(task.rows[int(k)] for k in order[:first])
+        wanted = rows.union(task.rows[int(k)] for k in order[:first])
+        if len(wanted) > BLOCK:
+            # what is read ahead stays alive for the whole phase: at most one block of
+            # samples, so generate holds at most two blocks (this and the one being made)
+            continue
+        rows = wanted
     return _Fetched(run.source, run.source.take(rows)) if rows else None
 
 
