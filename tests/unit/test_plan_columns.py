@@ -47,7 +47,14 @@ def _samples() -> list[Sample]:
         labels = () if k % 7 == 0 else (findings[(k * 5) % 4],)
         if k % 11 == 0:
             labels = ("polyp", "ulcer")
+        if k % 13 == 0:
+            labels = ("ulcer", "ulcer")  # a label twice: two hits for spine_diagnosis
+        if k % 17 == 0:
+            labels = ("bleeding", None)  # a null label among others: no hit, no exclusion
         attrs = {"phase": ["prep", "dissect", "close, clip", "close"][k % 4]} if k % 6 else {}
+        levels = ["L1/L2", "L3/L4,L1/L2", "L1/L2,,L2/L3", "L1/L2,L9", "", ",", None][k % 7]
+        if levels is not None:
+            attrs["lesion_levels"] = levels
         regions = tuple(
             Region(
                 label=findings[(k + j) % 4],
@@ -89,6 +96,12 @@ TASK_SPECS = [
     ("surgical_phase", {"params": {"values": ["prep", "close"]}, "sources": ["a"]}),
     ("region_recognition", {}),
     ("region_recognition", {"params": {"labels": ["ulcer", "normal"]}}),
+    (
+        "spine_diagnosis",
+        {"params": {"labels": ["polyp", "ulcer", "bleeding"], "exclude": ["normal"]}},
+    ),  # noqa: E501
+    ("spine_diagnosis", {"params": {"labels": ["ulcer", "bleeding"], "exclude": []}}),
+    ("spine_localisation", {}),
 ]
 
 
@@ -100,7 +113,13 @@ def _plans(tasks_of, table) -> tuple[list[_Task], list[_Task]]:
         _plan_pools(rows, table, _Everything())
     finally:
         generate.plan_by_columns = real
-    _plan_pools(cols, table, _Everything())
+    left = []
+    generate.plan_by_columns = lambda *a: left.extend(real(*a)) or list(left)
+    try:
+        _plan_pools(cols, table, _Everything())
+    finally:
+        generate.plan_by_columns = real
+    assert not left  # every task planned from columns, none fell back to the row pass
     return rows, cols
 
 

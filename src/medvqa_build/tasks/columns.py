@@ -64,6 +64,32 @@ def one_per_sample(pool: np.ndarray, values: Iterable[str | None], keep: Callabl
     return pool[kept], np.zeros(int(kept.sum()), np.int64), truth
 
 
+def strings(values: Iterable) -> list[str]:
+    """``values`` (a recipe parameter) as a list of strings; anything else is for the row
+    pass (a set of non-strings compares as the row pass compares it, not as Arrow would)."""
+    out = list(values)
+    if not all(isinstance(v, str) for v in out):
+        raise NotColumnar("a parameter that is not a list of strings")
+    return out
+
+
+def per_sample_hits(batch: dict[str, pa.Array], pool: np.ndarray, allowed, excluded) -> Columns:
+    """One candidate per pool sample none of whose ``labels`` is in ``excluded`` and exactly
+    one of whose labels (counted with repeats) is in ``allowed``: truth that label. A null
+    label is in neither (as ``None in set_of_strings`` is not)."""
+    labels = _of_pool(batch["labels"], pool)
+    parents = np.asarray(pc.list_parent_indices(labels), np.int64)
+    flat = pc.list_flatten(labels)
+    hit = np.asarray(pc.is_in(flat, pa.array(strings(allowed), pa.string())).fill_null(False))
+    out = np.asarray(pc.is_in(flat, pa.array(strings(excluded), pa.string())).fill_null(False))
+    n = len(pool)
+    ok = (np.bincount(parents[out], minlength=n) == 0) & (
+        np.bincount(parents[hit], minlength=n) == 1
+    )
+    take = np.flatnonzero(hit & ok[parents]) if len(parents) else np.zeros(0, np.int64)
+    return pool[ok], np.zeros(int(ok.sum()), np.int64), flat.take(pa.array(take, pa.int64()))
+
+
 def region_columns(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterable[str]) -> Columns:
     """:func:`~.common.region_candidates` from the ``regions`` column: one candidate per
     region with a box (only ``labels``, when given), truth its label."""
@@ -93,5 +119,7 @@ __all__ = [
     "attribute_values",
     "one_per_sample",
     "region_columns",
+    "per_sample_hits",
     "single_labels",
+    "strings",
 ]

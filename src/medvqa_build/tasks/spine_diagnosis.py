@@ -12,6 +12,7 @@ from ..ontology import Ontology
 from ..records import Item, Sample
 from ..vocab import LETTERS
 from .base import TASKS, Candidate, GenContext, TaskGenerator
+from .columns import Columns, per_sample_hits
 
 # SpineBench appendix Table 5, MeSH-style spelling (left/right merged, misspellings fixed)
 SPINEBENCH_DISEASES = (
@@ -67,6 +68,13 @@ class SpineDiagnosis(TaskGenerator):
             if len(hits) == 1:
                 out.append(Candidate(s, hits[0]))
         return out
+
+    plan_columns = ("labels",)
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``labels`` column (:mod:`.columns`)."""
+        allowed = self.params.get("labels", SPINEBENCH_LABELS)
+        return per_sample_hits(batch, pool, allowed, self.params.get("exclude", EXCLUDED))
 
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         spec = ctx.spec

@@ -9,6 +9,14 @@ from collections.abc import Sequence
 from ..records import Item, Negatives, Sample
 from ..vocab import LETTERS, LEVELS_ATTRIBUTE, LUMBAR_LEVELS
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from .columns import Columns, attribute_values, one_per_sample
+
+
+def _levels(raw: str) -> str | None:
+    """The truth of a ``lesion_levels`` value: its levels, when there are some and all are
+    lumbar disc levels, else None."""
+    levels = [lv for lv in raw.split(",") if lv]
+    return ",".join(levels) if levels and all(lv in LUMBAR_LEVELS for lv in levels) else None
 
 
 @TASKS.register("spine_localisation")
@@ -36,10 +44,17 @@ class SpineLocalisation(TaskGenerator):
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         out = []
         for s in samples:
-            levels = [lv for lv in s.attributes.get(LEVELS_ATTRIBUTE, "").split(",") if lv]
-            if levels and all(lv in LUMBAR_LEVELS for lv in levels):
-                out.append(Candidate(s, ",".join(levels)))
+            truth = _levels(s.attributes.get(LEVELS_ATTRIBUTE, ""))
+            if truth is not None:
+                out.append(Candidate(s, truth))
         return out
+
+    plan_columns = ("attributes",)
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``attributes`` column (:mod:`.columns`)."""
+        values = attribute_values(batch, pool, LEVELS_ATTRIBUTE)
+        return one_per_sample(pool, values, lambda raw: _levels(raw or ""))
 
     def make_item(self, cand: Candidate, ctx: GenContext, index: int) -> Item:
         truths = set(cand.truth.split(","))
