@@ -55,6 +55,10 @@ def _samples() -> list[Sample]:
         levels = ["L1/L2", "L3/L4,L1/L2", "L1/L2,,L2/L3", "L1/L2,L9", "", ",", None][k % 7]
         if levels is not None:
             attrs["lesion_levels"] = levels
+        if k % 9 in (1, 4, 7):  # a count to read, one that is not a number, none (k % 9 == 7)
+            attrs["polyp_count"] = ["2", "many", " 3", "0"][k % 4] if k % 9 != 7 else "1"
+        if k % 8 in (2, 3, 5):  # presence flags (Cholec80): some tools, none present, ...
+            attrs |= {"tool:grasper": str(k % 2), "tool:hook": "1" if k % 8 == 5 else "0"}
         regions = tuple(
             Region(
                 label=findings[(k + j) % 4],
@@ -102,6 +106,11 @@ TASK_SPECS = [
     ),  # noqa: E501
     ("spine_diagnosis", {"params": {"labels": ["ulcer", "bleeding"], "exclude": []}}),
     ("spine_localisation", {}),
+    ("polyp_counting", {}),
+    ("lesion_counting", {"params": {"labels": ["ulcer", "polyp"], "count_empty": True}}),
+    ("lesion_counting", {"params": {"count_attribute": "polyp_count"}}),
+    ("instrument_counting", {"params": {"labels": ["ulcer"]}}),
+    ("instrument_counting", {"params": {"options": ["0", "1", "2"], "count_empty": True}}),
 ]
 
 
@@ -134,6 +143,12 @@ def _same(a: _Task, b: _Task) -> None:
     }
     assert list(a.fit_refs) == list(b.fit_refs)
     assert a.fit_labels == b.fit_labels
+    assert _scanned(a.gen) == _scanned(b.gen)
+
+
+def _scanned(gen) -> object:
+    """What a generator's scan of its pool left it (the counts its answers span)."""
+    return getattr(gen, "_observed", None)
 
 
 @pytest.mark.parametrize(("generator", "spec"), TASK_SPECS)

@@ -10,8 +10,13 @@ columns, into exactly the plan the row pass makes: the same rows, ordinals, trut
 order of first appearance), source codes, vocabulary samples (the first sample of each truth
 per source, read by row number) and, for a visual task, the same fit references and labels.
 
+A generator that reads its whole pool before its candidates (``scans_pool``) is planned from
+columns only where it also offers ``column_scan`` (each batch's pool) and ``column_scanned``
+(after the last batch), written next to its ``scan``: with ``scan_first`` its candidates depend
+on the scan (the columns are then read twice), else the scan is made as the task is planned.
+
 A generator whose ``candidates`` is not the one its ``column_candidates`` was written for (a
-subclass overriding it), one that scans or draws from its pool, a ``where`` value that is not
+subclass overriding it), one that draws from its pool, a ``where`` value that is not
 a string, a list of samples instead of a table, or data the columns cannot stand for (a null
 label) leave the task to the row pass, which plans it as before.
 """
@@ -37,10 +42,16 @@ def columnar(gen) -> bool:
     """Whether ``gen``'s candidates can be planned from columns: its class's
     ``column_candidates`` was written next to the ``candidates`` it uses."""
     cls = type(gen)
-    if not gen.per_sample or gen.scans_pool or gen.draws_from_pool or gen.groups_pool:
+    if not gen.per_sample or gen.draws_from_pool or gen.groups_pool:
         return False
     owner = next((c for c in cls.__mro__ if "column_candidates" in c.__dict__), None)
-    return owner is not None and cls.candidates is owner.__dict__.get("candidates")
+    if owner is None or cls.candidates is not owner.__dict__.get("candidates"):
+        return False
+    if not gen.scans_pool:
+        return True
+    # a task that reads its whole pool first: its scan too, written next to its column_scan
+    scanner = next((c for c in cls.__mro__ if "column_scan" in c.__dict__), None)
+    return scanner is not None and cls.scan is scanner.__dict__.get("scan")
 
 
 def _where_ok(where: dict) -> bool:
@@ -67,6 +78,41 @@ def plan_by_columns(tasks: list, source, embeddings) -> list:
             if c not in columns:
                 columns.append(c)
     plans = {id(t): _ColumnPlan(t) for t in mine}
+
+    def give_up(t) -> None:  # planned from Samples instead, from the start
+        mine.remove(t)
+        rest.append(t)
+        t.truth_names.clear()
+
+    # a generator whose candidates depend on its whole pool (scan_first: which tools a source
+    # annotates) reads it in a pass of its own first; another scans as it plans
+    first = [t for t in mine if t.gen.scans_pool and t.gen.scan_first]
+    if first:
+        for batch, keep, _ in _batches(source, columns):
+            for t in [t for t in first if t in mine]:
+                try:
+                    t.gen.column_scan(batch, plans[id(t)].pool(batch, keep))
+                except NotColumnar:
+                    give_up(t)
+        for t in first:
+            if t in mine:
+                t.gen.column_scanned()
+    for batch, keep, offset in _batches(source, columns):
+        for t in list(mine):
+            try:
+                plans[id(t)].add(batch, keep, offset)
+            except NotColumnar:
+                give_up(t)
+    for t in mine:
+        if t.gen.scans_pool and not t.gen.scan_first:
+            t.gen.column_scanned()
+        plans[id(t)].finish(source, embeddings)
+    return [t for t in tasks if t in rest]  # in the phase's order
+
+
+def _batches(source: SampleTable, columns: list[str]):
+    """(batch of ``columns`` by name, which of its rows are not excluded, its first row's
+    number) for each batch of the table."""
     offset = 0
     for table in _read(source, columns):
         batch = {c: table.column(c).combine_chunks() for c in table.column_names}
@@ -74,17 +120,8 @@ def plan_by_columns(tasks: list, source, embeddings) -> list:
         if source.exclude:
             excluded = pc.is_in(batch["sample_id"], pa.array(sorted(source.exclude)))
             keep &= ~np.asarray(excluded.fill_null(False))
-        for t in list(mine):
-            try:
-                plans[id(t)].add(batch, keep, offset)
-            except NotColumnar:  # planned from Samples instead, from the start
-                mine.remove(t)
-                rest.append(t)
-                t.truth_names.clear()
+        yield batch, keep, offset
         offset += table.num_rows
-    for t in mine:
-        plans[id(t)].finish(source, embeddings)
-    return [t for t in tasks if t in rest]  # in the phase's order
 
 
 def _read(source: SampleTable, columns: list[str]):
@@ -121,14 +158,21 @@ class _ColumnPlan:
         self.vocab_rows: dict[tuple[int, int], int] = {}  # (source code, truth code) -> row
         self.fit: list[tuple[list, list, list, list, list]] = []
 
-    def add(self, batch: dict[str, pa.Array], keep: np.ndarray, offset: int) -> None:
+    def pool(self, batch: dict[str, pa.Array], keep: np.ndarray) -> np.ndarray:
+        """The positions of the batch's samples in the task's pool."""
         task = self.task
         ok = keep & _is_in(batch["source"], task.sources)
         for key, wanted in task.spec.where.items():
             ok &= _is_in(batch[key], [wanted] if isinstance(wanted, str) else wanted)
         if task.groups:
             ok &= ~_is_in(batch["group_id"].fill_null(""), sorted(task.groups))
-        pool = np.flatnonzero(ok)
+        return np.flatnonzero(ok)
+
+    def add(self, batch: dict[str, pa.Array], keep: np.ndarray, offset: int) -> None:
+        task = self.task
+        pool = self.pool(batch, keep)
+        if task.gen.scans_pool and not task.gen.scan_first:
+            task.gen.column_scan(batch, pool)
         at, ordinals, truths = task.gen.column_candidates(batch, pool)
         if truths.null_count:
             raise NotColumnar("a candidate without a truth")

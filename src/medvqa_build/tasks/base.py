@@ -132,6 +132,10 @@ class TaskGenerator(ABC):
     # tools a source annotates at all) sets this: :meth:`scan` then reads the pool, streamed,
     # before any ``candidates`` call, so the pool is still never held.
     scans_pool: ClassVar[bool] = False
+    # A ``scans_pool`` task planned from columns (stages/plan_columns.py) whose candidates
+    # depend on what the scan found: its ``column_scan`` then reads the whole pool before the
+    # first ``column_candidates`` call (else the scan is made as the candidates are planned).
+    scan_first: ClassVar[bool] = False
     # True when the candidates come from groups of samples (a volume's slices, a video's
     # frames) that :meth:`pool_group` names: ``candidates(pool)`` must equal the candidates of
     # each group's samples (in pool order), groups taken in sorted key order, a key naming one

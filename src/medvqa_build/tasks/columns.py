@@ -52,6 +52,41 @@ def attribute_values(batch: dict[str, pa.Array], pool: np.ndarray, key: str) -> 
     return pc.map_lookup(attrs, pa.scalar(key, pa.string()), "last")
 
 
+Entries = tuple[np.ndarray, pa.Array, pa.Array]  # pool indices, keys, values (strings)
+
+
+def map_entries(batch: dict[str, pa.Array], pool: np.ndarray) -> Entries:
+    """The pool samples' ``attributes`` as flat arrays: each entry's pool index, key, value."""
+    attrs = _of_pool(batch["attributes"], pool)
+    entry = pa.struct([("key", attrs.type.key_type), ("value", attrs.type.item_type)])
+    try:
+        rows = attrs.cast(pa.list_(entry))  # (list_flatten of a map itself aborts)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise NotColumnar("an attributes column that is not a map of strings") from None
+    flat = pc.list_flatten(rows)
+    keys, values = pc.struct_field(flat, "key"), pc.struct_field(flat, "value")
+    if keys.null_count or values.null_count:
+        raise NotColumnar("a null attribute")
+    return np.asarray(pc.list_parent_indices(rows), np.int64), keys, values
+
+
+def tool_flags(batch: dict[str, pa.Array], pool: np.ndarray, prefix: str) -> Entries:
+    """The pool samples' attributes whose key starts with ``prefix``: each one's pool index,
+    name (the key less the prefix) and value. A key twice in a sample (a dict would keep one)
+    is for the row pass."""
+    parents, keys, values = map_entries(batch, pool)
+    mine = np.asarray(pc.starts_with(keys, prefix))
+    parents = parents[mine]
+    keys = keys.filter(pa.array(mine))
+    values = values.filter(pa.array(mine))
+    codes = np.asarray(keys.dictionary_encode().indices, np.int64)
+    pairs = parents * (int(codes.max()) + 1 if len(codes) else 1) + codes
+    if len(np.unique(pairs)) != len(pairs):
+        raise NotColumnar("an attribute twice in a sample")
+    names = pc.utf8_slice_codeunits(keys, len(prefix))
+    return parents, names, values
+
+
 def one_per_sample(pool: np.ndarray, values: Iterable[str | None], keep: Callable) -> Columns:
     """At most one candidate per pool sample (``values`` aligned with ``pool``): those whose
     value ``keep`` maps to a truth (None: no candidate), each distinct value mapped once."""
@@ -117,9 +152,11 @@ __all__ = [
     "Columns",
     "NotColumnar",
     "attribute_values",
+    "map_entries",
     "one_per_sample",
     "region_columns",
     "per_sample_hits",
     "single_labels",
     "strings",
+    "tool_flags",
 ]

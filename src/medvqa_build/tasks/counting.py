@@ -15,9 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ..records import Item, Sample
 from ..vocab import LETTERS
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
+from .columns import Columns, NotColumnar, attribute_values, strings, tool_flags
 from .common import choice_item, templated
 from .count_options import count_distractors, count_range
 
@@ -100,6 +105,83 @@ class CountingTask(TaskGenerator):
                 continue
         return out
 
+    # -- planned from columns (stages/plan_columns.py) ----------------------------------------
+    plan_columns = ("labels", "attributes", "regions.list.element.label")
+
+    def column_counts(self, batch, pool) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`count` of each pool sample from columns: the counts, and which are known."""
+        n = len(pool)
+        count, known = np.zeros(n, np.int64), np.zeros(n, bool)
+        done = np.zeros(n, bool)  # decided by an earlier rule
+        attr = self.params.get("count_attribute")
+        if attr:
+            if not isinstance(attr, str):
+                raise NotColumnar("a count attribute that is not a string")
+            values = attribute_values(batch, pool, attr)
+            done = np.asarray(pc.is_valid(values))
+            encoded = values.dictionary_encode()
+            parsed = [_int_or_none(v) for v in encoded.dictionary.to_pylist()]
+            codes = np.asarray(encoded.indices.fill_null(0), np.int64)[done]
+            known[done] = np.array([p is not None for p in parsed] + [False], bool)[codes]
+            count[done] = np.array([p or 0 for p in parsed] + [0], np.int64)[codes]
+        if self.use_tool_attributes:
+            parents, _, values = tool_flags(batch, pool, TOOL_PREFIX)
+            has = np.bincount(parents, minlength=n) > 0
+            ones = np.bincount(parents, np.asarray(pc.equal(values, "1")), minlength=n)
+            tools = has & ~done
+            known[tools], count[tools] = True, ones[tools].astype(np.int64)
+            done = done | has
+        only = strings(self.params.get("labels", []))
+        regions = _of_pool(batch["regions"], pool)  # null: none, as in a Sample
+        flat = pc.list_flatten(regions)
+        if flat.null_count:
+            raise NotColumnar("a null region")
+        owner = np.asarray(pc.list_parent_indices(regions), np.int64)
+        has = np.bincount(owner, minlength=n) > 0
+        counted = np.ones(len(owner), bool)
+        if only:
+            counted = _in(pc.struct_field(flat, "label"), only)
+        by_regions = has & ~done
+        known[by_regions] = True
+        count[by_regions] = np.bincount(owner[counted], minlength=n)[by_regions]
+        done = done | has
+        rest = ~done
+        if only:
+            labels = _of_pool(batch["labels"], pool)
+            parents = np.asarray(pc.list_parent_indices(labels), np.int64)
+            hit = _in(pc.list_flatten(labels), only)
+            rest &= ~(np.bincount(parents[hit], minlength=n) > 0)  # count unknown
+        if self.params.get("count_empty", False):
+            known[rest], count[rest] = True, 0
+        return count, known
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from columns (:mod:`.columns`)."""
+        count, known = self.column_counts(batch, pool)
+        distinct, inverse = np.unique(count[known], return_inverse=True)
+        texts = [self._answer_or_none(int(c)) for c in distinct]
+        kept = np.array([t is not None for t in texts], bool)[inverse]
+        truths = pa.array([t or "" for t in texts], pa.string())
+        at = pool[known][kept]
+        return at, np.zeros(len(at), np.int64), truths.take(pa.array(inverse[kept], pa.int64()))
+
+    def column_scan(self, batch, pool) -> None:
+        """:meth:`scan` of one batch's pool from columns (the counts so far: ``_scanned``)."""
+        if not self.fixed_options:
+            count, known = self.column_counts(batch, pool)
+            self.__dict__.setdefault("_scanned", set()).update(count[known].tolist())
+
+    def column_scanned(self) -> None:
+        """The scan is complete: the counts the pool's answers span."""
+        if not self.fixed_options:
+            self._observed = self.__dict__.pop("_scanned", set())
+
+    def _answer_or_none(self, count: int) -> str | None:
+        try:
+            return self.answer_text(count)
+        except ItemProblem:
+            return None
+
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         return list(self.fixed_options) or sorted(
             {c.truth for c in self.candidates(samples)}, key=int
@@ -147,6 +229,21 @@ class CountingTask(TaskGenerator):
             strategy="rank_balanced_counts",
             pool_size=max_count - min(lo, n),
         )
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _of_pool(column: pa.Array, pool: np.ndarray) -> pa.Array:
+    return column if len(pool) == len(column) else column.take(pa.array(pool, pa.int64()))
+
+
+def _in(values: pa.Array, allowed: list[str]) -> np.ndarray:
+    return np.asarray(pc.is_in(values, pa.array(allowed, pa.string())).fill_null(False))
 
 
 @TASKS.register("polyp_counting")
