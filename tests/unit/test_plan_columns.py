@@ -62,12 +62,13 @@ def _samples() -> list[Sample]:
         regions = tuple(
             Region(
                 label=findings[(k + j) % 4],
-                bbox=None if (k + j) % 5 == 0 else (1.0, 2.0, 10.0, 12.0),
+                bbox=None if (k + j) % 5 == 0 else (1.0 + j, 2.5, 10.0 + k % 7, 12.25 + k),
                 mask=MaskRef(counts=(3, 4, 5), size_hw=(48, 64)) if j % 2 else None,
             )
             for j in range(k % 4)
         )
-        out.append(_sample(k, labels=labels, attributes=attrs, regions=regions))
+        size = {"width": 64 + 8 * (k % 3), "height": 48 + k % 2}
+        out.append(_sample(k, labels=labels, attributes=attrs, regions=regions, **size))
     return out
 
 
@@ -111,6 +112,10 @@ TASK_SPECS = [
     ("lesion_counting", {"params": {"count_attribute": "polyp_count"}}),
     ("instrument_counting", {"params": {"labels": ["ulcer"]}}),
     ("instrument_counting", {"params": {"options": ["0", "1", "2"], "count_empty": True}}),
+    ("visual_grounding", {}),
+    ("visual_grounding", {"params": {"labels": ["ulcer", "polyp"], "max_iou": 0.3}}),
+    ("region_selection", {"where": {"modality": "endoscopy"}}),
+    ("region_selection", {"params": {"box_pool": False}}),
 ]
 
 
@@ -147,8 +152,23 @@ def _same(a: _Task, b: _Task) -> None:
 
 
 def _scanned(gen) -> object:
-    """What a generator's scan of its pool left it (the counts its answers span)."""
-    return getattr(gen, "_observed", None)
+    """What a generator's scan of its pool left it (the counts its answers span, its box
+    pool)."""
+    boxes = getattr(gen, "boxes", None)
+    if boxes is not None:
+        boxes = {
+            src: [
+                b.rows.tolist(),
+                b.labels.tolist(),
+                b.owners.tolist(),
+                b.names,
+                b.weights.tolist(),
+            ]
+            for src, b in boxes._frozen.items()
+        }
+        assert boxes and all(len(v[0]) for v in boxes.values())
+    tools = getattr(gen, "_pool_tools", None)
+    return getattr(gen, "_observed", None), boxes, tools and {k: v for k, v in tools.items() if v}
 
 
 @pytest.mark.parametrize(("generator", "spec"), TASK_SPECS)

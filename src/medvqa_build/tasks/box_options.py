@@ -19,9 +19,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from ..geometry import iou
 from ..records import Sample
+from .columns import NotColumnar, region_boxes
 
 MIN_POOL = 8  # true boxes of a (source, finding) needed to draw from it alone
 BATCH = 64  # candidate boxes drawn at a time
@@ -108,6 +110,14 @@ class BoxPool:
         self._labels.setdefault(src, []).append(label)
         self._owners.setdefault(src, []).append(_owner(sample.sample_id))
 
+    def add_columns(self, sources: list[str], rows: np.ndarray, labels: list[str], ids) -> None:
+        """Boxes read from columns (one a row: source, ``x1, y1, x2, y2, width, height``,
+        label, sample id), the same as :meth:`add` of each in turn."""
+        for src, row, label, sample_id in zip(sources, rows.tolist(), labels, ids, strict=True):
+            self._rows.setdefault(src, []).append(tuple(row))
+            self._labels.setdefault(src, []).append(label)
+            self._owners.setdefault(src, []).append(_owner(sample_id))
+
     def freeze(self) -> None:
         """Pack the boxes added so far into arrays and weigh them (the lists are dropped)."""
         for src in sorted(self._rows):
@@ -160,6 +170,30 @@ class ScansBoxes:
         if self.params.get("box_pool", True):
             labels, max_iou = self.params.get("labels", ()), self.params.get("max_iou", 0.1)
             self.boxes = BoxPool.of(samples, labels, float(max_iou))
+
+    # planned from columns (stages/plan_columns.py): the same pool, batch by batch
+    def column_scan(self, batch, pool) -> None:
+        """:meth:`scan` of one batch's pool from its ``regions``, ``width`` and ``height``."""
+        if not self.params.get("box_pool", True):
+            return
+        scanned = self.__dict__.get("_box_scan")
+        if scanned is None:
+            scanned = self.__dict__["_box_scan"] = BoxPool(float(self.params.get("max_iou", 0.1)))
+        at, labels, boxes = region_boxes(batch, pool, self.params.get("labels", ()))
+        take = pa.array(at, pa.int64())
+        size = [batch[c].take(take) for c in ("width", "height")]
+        if any(c.null_count for c in size):
+            raise NotColumnar("an image without a size")
+        rows = np.column_stack([boxes, *(np.asarray(c, np.float64) for c in size)])
+        ids = batch["sample_id"].take(take).to_pylist()
+        scanned.add_columns(batch["source"].take(take).to_pylist(), rows, labels.to_pylist(), ids)
+
+    def column_scanned(self) -> None:
+        """The scan is complete: the task's box pool."""
+        scanned = self.__dict__.pop("_box_scan", None)
+        if scanned is not None:
+            scanned.freeze()
+            self.boxes = scanned
 
 
 def _candidates(

@@ -128,6 +128,21 @@ def per_sample_hits(batch: dict[str, pa.Array], pool: np.ndarray, allowed, exclu
 def region_columns(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterable[str]) -> Columns:
     """:func:`~.common.region_candidates` from the ``regions`` column: one candidate per
     region with a box (only ``labels``, when given), truth its label."""
+    at, ordinals, label, _ = _boxed_regions(batch, pool, labels)
+    return at, ordinals, label
+
+
+def region_boxes(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterable[str]):
+    """The regions of :func:`region_columns`, with their boxes: positions, labels and boxes
+    (float64, (n, 4)), as :meth:`~.box_options.BoxPool.of` reads them from Samples."""
+    at, _, label, boxes = _boxed_regions(batch, pool, labels)
+    values = pc.list_flatten(boxes)
+    if values.null_count or len(values) != 4 * len(boxes):
+        raise NotColumnar("a box without four numbers")
+    return at, label, np.asarray(values, np.float64).reshape(-1, 4)
+
+
+def _boxed_regions(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterable[str]):
     regions = _of_pool(batch["regions"], pool)
     parents = np.asarray(pc.list_parent_indices(regions), np.int64)
     flat = pc.list_flatten(regions)
@@ -136,8 +151,9 @@ def region_columns(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterabl
     label = pc.struct_field(flat, "label")
     if label.null_count:
         raise NotColumnar("a region without a label")
-    keep = np.asarray(pc.is_valid(pc.struct_field(flat, "bbox")))
-    only = sorted(set(labels))
+    bbox = pc.struct_field(flat, "bbox")
+    keep = np.asarray(pc.is_valid(bbox))
+    only = sorted(set(strings(labels)))
     if only:
         keep &= np.asarray(pc.is_in(label, pa.array(only, pa.string())).fill_null(False))
     idx = np.flatnonzero(keep)
@@ -145,7 +161,8 @@ def region_columns(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterabl
     starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(owner) else owner
     run = np.repeat(starts, np.diff(np.r_[starts, len(owner)])) if len(owner) else owner
     ordinals = np.arange(len(owner), dtype=np.int64) - run
-    return pool[owner], ordinals, label.take(pa.array(idx, pa.int64()))
+    take = pa.array(idx, pa.int64())
+    return pool[owner], ordinals, label.take(take), bbox.take(take)
 
 
 __all__ = [
@@ -154,6 +171,7 @@ __all__ = [
     "attribute_values",
     "map_entries",
     "one_per_sample",
+    "region_boxes",
     "region_columns",
     "per_sample_hits",
     "single_labels",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ..records import DrawnShape, Item, Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import ScansBoxes
+from .columns import Columns, region_columns
 from .common import choice_item, distractor_boxes, region_candidates, templated
 
 COLOR_NAMES = ("red", "blue", "yellow", "green")  # render.COLORS, in EndoBench's option words
@@ -42,6 +43,17 @@ class RegionSelection(ScansBoxes, TaskGenerator):
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         return region_candidates(samples, self.params.get("labels", ()))
+
+    plan_columns = (
+        "regions.list.element.label",
+        "regions.list.element.bbox",
+        "width",
+        "height",
+    )
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
+        return region_columns(batch, pool, self.params.get("labels", ()))
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         return list(COLOR_NAMES)

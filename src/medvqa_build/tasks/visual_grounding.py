@@ -12,6 +12,7 @@ from ..geometry import COORD_HINTS, format_box
 from ..records import Item, Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import GeometryBalance, ScansBoxes
+from .columns import Columns, region_columns
 from .common import choice_item, distractor_boxes, region_candidates, templated
 
 
@@ -37,6 +38,17 @@ class VisualGrounding(ScansBoxes, TaskGenerator):
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         return region_candidates(samples, self.params.get("labels", ()))
+
+    plan_columns = (
+        "regions.list.element.label",
+        "regions.list.element.bbox",
+        "width",
+        "height",
+    )
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
+        return region_columns(batch, pool, self.params.get("labels", ()))
 
     def answer_key(self, candidate: Candidate) -> None:
         return None  # the answer is the region's own box: never a repeat
