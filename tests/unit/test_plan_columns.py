@@ -116,6 +116,9 @@ TASK_SPECS = [
     ("visual_grounding", {"params": {"labels": ["ulcer", "polyp"], "max_iou": 0.3}}),
     ("region_selection", {"where": {"modality": "endoscopy"}}),
     ("region_selection", {"params": {"box_pool": False}}),
+    ("instrument_presence", {}),
+    ("instrument_presence", {"params": {"labels": ["ulcer", "polyp"], "count_empty": True}}),
+    ("instrument_presence", {"sources": ["b"]}),
 ]
 
 
