@@ -61,12 +61,21 @@ def _samples() -> list[Sample]:
             attrs |= {"tool:grasper": str(k % 2), "tool:hook": "1" if k % 8 == 5 else "0"}
         regions = tuple(
             Region(
-                label=findings[(k + j) % 4],
+                label=findings[(k + j * (k % 5 != 2)) % 4],  # k % 5 == 2: one label twice
                 bbox=None if (k + j) % 5 == 0 else (1.0 + j, 2.5, 10.0 + k % 7, 12.25 + k),
                 mask=MaskRef(counts=(3, 4, 5), size_hw=(48, 64)) if j % 2 else None,
             )
             for j in range(k % 4)
         )
+        if k % 5 in (1, 2):  # per-instrument actions (PSI-AVA), some not of a region
+            attrs |= {
+                f"region{j}.actions": ["cut", "grasp, pull", "pull"][(k + j) % 3]
+                for j in ((0, 1, 3, 12) if k % 2 else (2, 10, 1))  # region10 sorts before region2
+            }
+        elif k % 5 == 3:
+            attrs["actions"] = ["cut", "grasp, pull"][k % 2]
+        if k % 10 == 2:
+            attrs["region01.actions"] = "cut"  # not how region 1 is named: not of a region
         size = {"width": 64 + 8 * (k % 3), "height": 48 + k % 2}
         out.append(_sample(k, labels=labels, attributes=attrs, regions=regions, **size))
     return out
@@ -119,6 +128,9 @@ TASK_SPECS = [
     ("instrument_presence", {}),
     ("instrument_presence", {"params": {"labels": ["ulcer", "polyp"], "count_empty": True}}),
     ("instrument_presence", {"sources": ["b"]}),
+    ("surgical_action", {}),
+    ("surgical_action", {"params": {"values": ["cut"]}}),
+    ("tool_tissue_interaction", {"params": {"field": "actions"}}),
 ]
 
 
