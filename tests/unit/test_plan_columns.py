@@ -5,10 +5,12 @@ data the columns cannot stand for (then the task falls back to the row pass)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from medvqa_build.recipe import TaskSpec
-from medvqa_build.records import MaskRef, Region, Sample
+from medvqa_build.records import MaskRef, Region, Sample, SliceRef
 from medvqa_build.stages import generate, plan_columns
 from medvqa_build.stages.generate import _plan_pools, _Task
 from medvqa_build.store.parquet import write_samples
@@ -77,6 +79,12 @@ def _samples() -> list[Sample]:
         if k % 10 == 2:
             attrs["region01.actions"] = "cut"  # not how region 1 is named: not of a region
         size = {"width": 64 + 8 * (k % 3), "height": 48 + k % 2}
+        if k % 3 == 1:  # a volume slice; some with a label volume naming some labels
+            size["slice"] = SliceRef("axial", k)
+            if k % 4 != 1:
+                attrs["label_volume"] = "vol.nii.gz"
+            if k % 5 != 1:
+                attrs["label_values"] = json.dumps({findings[k % 4]: 1, "ulcer": 2})
         out.append(_sample(k, labels=labels, attributes=attrs, regions=regions, **size))
     return out
 
@@ -131,6 +139,12 @@ TASK_SPECS = [
     ("surgical_action", {}),
     ("surgical_action", {"params": {"values": ["cut"]}}),
     ("tool_tissue_interaction", {"params": {"field": "actions"}}),
+    ("concept", {}),
+    ("concept", {"params": {"min_box_px": 10}}),
+    ("patch", {}),
+    ("Registered_Diff", {"where": {"modality": "ct"}}),
+    ("Non_Registered_Diff", {}),
+    ("multi_view", {}),
 ]
 
 

@@ -158,21 +158,41 @@ def _boxed_regions(batch: dict[str, pa.Array], pool: np.ndarray, labels: Iterabl
         keep &= np.asarray(pc.is_in(label, pa.array(only, pa.string())).fill_null(False))
     idx = np.flatnonzero(keep)
     owner = parents[idx]
-    starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(owner) else owner
-    run = np.repeat(starts, np.diff(np.r_[starts, len(owner)])) if len(owner) else owner
-    ordinals = np.arange(len(owner), dtype=np.int64) - run
     take = pa.array(idx, pa.int64())
-    return pool[owner], ordinals, label.take(take), bbox.take(take)
+    return pool[owner], run_ordinals(owner), label.take(take), bbox.take(take)
+
+
+def run_ordinals(at: np.ndarray) -> np.ndarray:
+    """Each candidate's ordinal among its sample's (``at``: their positions, ascending)."""
+    if not len(at):
+        return np.zeros(0, np.int64)
+    starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+    return np.arange(len(at), dtype=np.int64) - np.repeat(starts, np.diff(np.r_[starts, len(at)]))
+
+
+def first_label_or_modality(batch: dict[str, pa.Array], pool: np.ndarray) -> Columns:
+    """One candidate per pool sample, truth its first label, or its modality when it has
+    none (a null label or modality: a null truth, for the row pass)."""
+    labels = _of_pool(batch["labels"], pool)
+    parents = np.asarray(pc.list_parent_indices(labels), np.int64)
+    owners, first = np.unique(parents, return_index=True)
+    truths = _of_pool(batch["modality"], pool).to_numpy(zero_copy_only=False).astype(object)
+    truths[owners] = (
+        pc.list_flatten(labels).take(pa.array(first, pa.int64())).to_numpy(zero_copy_only=False)
+    )
+    return pool, np.zeros(len(pool), np.int64), pa.array(truths, pa.string())
 
 
 __all__ = [
     "Columns",
     "NotColumnar",
     "attribute_values",
+    "first_label_or_modality",
     "map_entries",
     "one_per_sample",
     "region_boxes",
     "region_columns",
+    "run_ordinals",
     "per_sample_hits",
     "single_labels",
     "strings",

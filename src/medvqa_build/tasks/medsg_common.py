@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import cv2
 import numpy as np
+import pyarrow as pa
 
 from ..errors import ImageProblem
 from ..geometry import format_box, mask_to_xyxy, rle_decode
@@ -27,6 +28,7 @@ from ..media.image import load_rgb
 from ..media.volume import VolumeProblem, load_slice_rgb
 from ..records import DrawnShape, Item, Region, Sample
 from .base import Candidate, GenContext, ItemProblem, TaskGenerator
+from .columns import region_boxes
 
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 BoxInt = tuple[int, int, int, int]
@@ -207,6 +209,13 @@ class MedSGTask(TaskGenerator):
                 ):
                     out.append(Candidate(s, r.label, r, k))
         return out
+
+    def column_region_candidates(self, batch, pool) -> tuple[np.ndarray, pa.Array]:
+        """:meth:`region_candidates` from the ``regions`` column: positions and labels."""
+        min_px = int(self.param("min_box_px", 4))
+        at, labels, boxes = region_boxes(batch, pool, ())
+        wide = np.minimum(boxes[:, 2] - boxes[:, 0], boxes[:, 3] - boxes[:, 1]) >= min_px
+        return at[wide], labels.filter(pa.array(wide))
 
     @abstractmethod
     def build(self, cand: Candidate, ctx: GenContext) -> dict:

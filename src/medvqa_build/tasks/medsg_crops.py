@@ -15,6 +15,7 @@ import numpy as np
 from ..geometry import iou
 from ..records import Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem
+from .columns import Columns, first_label_or_modality, run_ordinals
 from .medsg_common import (
     ORDINALS,
     BoxInt,
@@ -52,6 +53,13 @@ class Concept(MedSGTask):
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         return self.region_candidates(samples)
+
+    plan_columns = ("regions.list.element.label", "regions.list.element.bbox")
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
+        at, labels = self.column_region_candidates(batch, pool)
+        return at, run_ordinals(at), labels
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         s, size = cand.sample, self.size
@@ -99,6 +107,12 @@ class Patch(MedSGTask):
 
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         return [Candidate(s, s.labels[0] if s.labels else s.modality) for s in samples]
+
+    plan_columns = ("labels",)
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``labels`` and ``modality`` columns."""
+        return first_label_or_modality(batch, pool)
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         n = int(self.param("n_patches"))

@@ -17,6 +17,7 @@ import numpy as np
 from ..geometry import mask_to_xyxy
 from ..records import Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem
+from .columns import Columns, first_label_or_modality
 from .medsg_common import BoxInt, MedSGTask, resize_rgb, root_for, sample_rgb
 
 DIFF_TEMPLATES = (
@@ -134,6 +135,12 @@ class _DiffTask(MedSGTask):
     def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
         # one item per slice; balanced over the slice's first structure (or its modality)
         return [Candidate(s, s.labels[0] if s.labels else s.modality) for s in samples]
+
+    plan_columns = ("labels",)
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``labels`` and ``modality`` columns."""
+        return first_label_or_modality(batch, pool)
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         rgb = resize_rgb(sample_rgb(cand.sample, root_for(ctx, cand.sample)), self.size)

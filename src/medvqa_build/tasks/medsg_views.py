@@ -15,10 +15,13 @@ reference's red box without its coordinates (see ``REF``).
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..geometry import format_box
 from ..media.volume import (
@@ -32,6 +35,7 @@ from ..media.volume import (
 )
 from ..records import Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem
+from .columns import Columns, NotColumnar, attribute_values, run_ordinals
 from .medsg_common import (
     MedSGTask,
     box_of,
@@ -88,6 +92,36 @@ class MultiView(MedSGTask):
             and "label_volume" in c.sample.attributes
             and c.truth in label_values(c.sample)
         ]
+
+    plan_columns = (
+        "regions.list.element.label",
+        "regions.list.element.bbox",
+        "slice",
+        "attributes",
+    )
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from columns: the region candidates of slices with a label
+        volume whose ``label_values`` (JSON, each distinct text read once) name their label."""
+        at, labels = self.column_region_candidates(batch, pool)
+        take = pa.array(at, pa.int64())
+        ok = np.asarray(pc.is_valid(batch["slice"].take(take)))
+        sub = {k: batch[k].take(take) for k in ("attributes",)}
+        rows = np.arange(len(at))
+        ok &= np.asarray(pc.is_valid(attribute_values(sub, rows, "label_volume")))
+        raw = attribute_values(sub, rows, "label_values").fill_null("{}")
+        pairs = pa.table({"raw": raw, "label": labels}).to_pydict()
+        known: dict[tuple[str, str], bool] = {}
+        for k, key in enumerate(zip(pairs["raw"], pairs["label"], strict=True)):
+            if ok[k]:
+                if key not in known:
+                    try:
+                        known[key] = key[1] in json.loads(key[0])
+                    except (ValueError, TypeError):
+                        raise NotColumnar("label_values that are not a JSON object") from None
+                ok[k] = known[key]
+        at = at[ok]
+        return at, run_ordinals(at), labels.filter(pa.array(ok))
 
     def build(self, cand: Candidate, ctx: GenContext) -> dict:
         s, size = cand.sample, self.size
