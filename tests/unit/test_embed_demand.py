@@ -124,3 +124,35 @@ def test_the_stated_sampling_error():
     assert se_factor(200, 10_000) == pytest.approx(
         ((10_000 - 200) / (9_999 * 200)) ** 0.5, abs=1e-6
     )
+
+
+def test_the_report_states_each_visual_tasks_cap_pool_and_draw(samples, repo):
+    from medvqa_build.pipeline.report import demand_lines
+
+    recipe = _recipe(repo, "visual_class", {"library_size": 2, "embed_candidates": 12})
+    row = plan_demand(recipe, samples).tasks["lesion-type-hard"]
+    assert row["pool_cap_param"] == "library_size" and row["pool_cap"] == 2
+    sizes = {k: c["pool"] for k, c in row["classes"].items()}
+    assert min(sizes.values()) > 2  # every class is capped
+    pool, drawn = sum(sizes.values()), 2 * len(sizes)
+    worst = max((se_factor(2, n), k) for k, n in sizes.items())
+    (line,) = demand_lines({"lesion-type-hard": row})
+    assert line == (
+        f"- lesion-type-hard: library_size 2 per class; pool N = {pool} in {len(sizes)} "
+        f"classes, n = {drawn} drawn ({drawn / pool:.1%}); largest se_factor {worst[0]} "
+        f"({worst[1]}); candidates 12 of {row['candidates_in_pool']} (embed_candidates 12); "
+        f"{row['embedded']} embedded."
+    )
+    big = max(sizes.values())  # n = 2 of the largest class: the widest error
+    assert worst[0] == pytest.approx(((big - 2) / ((big - 1) * 2)) ** 0.5, abs=1e-6)
+
+    lifted = _recipe(repo, "visual_neighbor", {"pool_per_class": "all"})
+    row = plan_demand(lifted, samples).tasks["lesion-type-hard"]
+    (line,) = demand_lines({"lesion-type-hard": row})
+    assert line.startswith(
+        f"- lesion-type-hard: pool_per_class all per class; pool N = {pool} in {len(sizes)} "
+        f"classes, n = {pool} drawn (100.0%); se_factor 0 (every class drawn whole); "
+    )
+    assert demand_lines({"t": {"mode": "whole pool", "pool": 7}}) == [
+        "- t: its whole pool embedded (7 images)."
+    ]

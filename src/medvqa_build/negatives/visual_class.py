@@ -39,6 +39,7 @@ class VisualClassSampler:
     reads_rows = True  # fit reads the library's rows and each query's row on demand
 
     draws_library = True  # fit draws the library from the whole pool: only it is embedded
+    pool_cap_param = "library_size"  # the per-class cap the build report states
 
     def __init__(
         self,

@@ -54,6 +54,7 @@ class VisualNeighborSampler:
     name = "visual_neighbor"
     needs_embeddings = True
     reads_rows = True  # fit reads the pool's rows a block at a time
+    pool_cap_param = "pool_per_class"  # the per-class cap the build report states
 
     def __init__(
         self,

@@ -262,6 +262,8 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
             f"{e['unembedded']} undecodable. Per task: `embedded.demand` in report.json.",
             "",
         ]
+        per_task = demand_lines(e.get("demand", {}))
+        lines += [*per_task, ""] if per_task else []
     lines += _time_lines(report)
     for fmt, cells in report.get("formula_cells", {}).items():
         lines += [
@@ -276,6 +278,38 @@ def report_markdown(report: dict, summary: BuildSummary) -> str:
             f"- `{q.file}` ({q.source}, {q.stage}): {q.reason}" for q in summary.quarantine
         ] + [""]
     return "\n".join(lines)
+
+
+def demand_lines(demand: dict) -> list[str]:
+    """One line per visual task of ``embedded.demand``: its per-class cap, the pool ``N`` and
+    the images drawn ``n`` (summed over the classes), the largest ``se_factor`` of a class, and
+    its candidates."""
+    lines = []
+    for name, row in demand.items():
+        if row.get("mode") == "whole pool":
+            lines.append(f"- {name}: its whole pool embedded ({row['pool']} images).")
+            continue
+        if row.get("mode") != "capped":
+            continue
+        classes = row.get("classes", {})
+        pool = sum(c["pool"] for c in classes.values())
+        drawn = sum(c["drawn"] for c in classes.values())
+        se = [(c["se_factor"], k) for k, c in classes.items() if c["se_factor"] is not None]
+        worst = max(se, default=None)
+        cap = f"{row['pool_cap_param']} {row['pool_cap']}" if "pool_cap" in row else "a cap"
+        if worst is None:
+            error = "no class drawn"
+        elif worst[0] == 0:
+            error = "se_factor 0 (every class drawn whole)"
+        else:
+            error = f"largest se_factor {worst[0]} ({worst[1]})"
+        lines.append(
+            f"- {name}: {cap} per class; pool N = {pool} in {len(classes)} classes, "
+            f"n = {drawn} drawn ({drawn / pool if pool else 0:.1%}); {error}; candidates "
+            f"{row['candidates']} of {row['candidates_in_pool']} (embed_candidates "
+            f"{row['candidate_cap']}); {row['embedded']} embedded."
+        )
+    return lines
 
 
 def _time_lines(report: dict) -> list[str]:

@@ -155,6 +155,7 @@ def _task_demand(recipe: Recipe, task: _Task, source) -> tuple[set[str], dict[st
     }
     report = {
         "mode": "capped",
+        **pool_cap(task.sampler),
         "candidates": len(order) if cap is None else min(cap, len(order)),
         "candidates_in_pool": len(order),
         "candidate_cap": "all" if cap is None else cap,
@@ -164,6 +165,16 @@ def _task_demand(recipe: Recipe, task: _Task, source) -> tuple[set[str], dict[st
     }
     task.rows = task.ordinals = task.truth_codes = None  # free the plan
     return ids, report
+
+
+def pool_cap(sampler) -> dict[str, Any]:
+    """``{"pool_cap_param": name, "pool_cap": count or "all"}``: the sampler's per-class cap on
+    its pool (its ``pool_cap_param`` attribute names it); ``{}`` for a sampler without one."""
+    name = getattr(sampler, "pool_cap_param", None)
+    if name is None:
+        return {}
+    value = getattr(sampler, name, None)
+    return {"pool_cap_param": name, "pool_cap": "all" if value is None else int(value)}
 
 
 def se_factor(drawn: int, population: int) -> float | None:
@@ -178,4 +189,12 @@ def se_factor(drawn: int, population: int) -> float | None:
     return round(math.sqrt((population - drawn) / ((population - 1) * drawn)), 6)
 
 
-__all__ = ["Demand", "candidate_cap", "demand_inputs", "plan_demand", "se_factor", "visual_specs"]
+__all__ = [
+    "Demand",
+    "candidate_cap",
+    "demand_inputs",
+    "plan_demand",
+    "pool_cap",
+    "se_factor",
+    "visual_specs",
+]
