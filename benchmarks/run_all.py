@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 
 # Small sizes for the default run; --full passes only what is listed in FULL.
 QUICK: dict[str, list[str]] = {
+    "cap_cost": ["--cases", "spine-class,demo-class", "--caps", "5"],
     "convert": ["--images", "500"],
     "embed": ["--model", "ViT-S-32", "--n", "128", "--repeats", "2"],
     "gpu_embed": ["--n", "256", "--repeats", "2"],
