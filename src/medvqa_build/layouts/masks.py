@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from ..errors import ImageProblem
 from ..media.image import MASK_READ, displayed
 from ..media.png import plain_grey_png
-from ..records import MaskRef, Region
+from ..records import MaskRef, Region, RLECounts
 
 
 class MaskOptions(BaseModel):
@@ -122,32 +122,38 @@ def component_regions(
     :func:`~medvqa_build.geometry.rle_encode` give, at a fraction of the cost.
 
     The work is done on the transposed mask, whose row-major order is the column-major order
-    of COCO RLE: OpenCV labels its components (the mask's, mirrored), one pass finds the runs
-    of equal labels, and each component's area, box and RLE come from its runs alone."""
+    of COCO RLE, and only inside the box of its foreground (a lesion covers a small part of
+    most masks): OpenCV labels the components there, one pass finds the runs of equal
+    labels, and each component's area, box and RLE come from its runs alone."""
     if mask.dtype == np.uint8 and mask.flags.c_contiguous:
         binary_t = cv2.threshold(cv2.transpose(mask), threshold, 1, cv2.THRESH_BINARY)[1]
     else:
         binary_t = np.greater(mask.T, threshold, order="C").view(np.uint8)
     width, height = binary_t.shape  # a row of the transpose is a column of the mask
+    # OpenCV numbers the window's components in another order than the whole mask's would;
+    # the order of the regions never depends on it: two 8-connected components cannot share
+    # a box (a path between its left and right sides and one between its top and bottom
+    # would touch), so (area, box) orders them
+    x, y, w, h = cv2.boundingRect(binary_t)
+    if w == 0:
+        return ()
+    box_t = binary_t[y : y + h, x : x + w]
     # at most ceil(h/2) * ceil(w/2) components (8-connected ones cannot be closer)
-    small = ((width + 1) // 2) * ((height + 1) // 2) < 65535
+    small = ((w + 1) // 2) * ((h + 1) // 2) < 65535
     n, labels_t = cv2.connectedComponents(
-        binary_t, connectivity=8, ltype=cv2.CV_16U if small else cv2.CV_32S
+        box_t, connectivity=8, ltype=cv2.CV_16U if small else cv2.CV_32S
     )
     if n < 2:
         return ()
-    flat = (binary_t if n == 2 else labels_t).reshape(-1)
-    size = flat.size
-    change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
-    starts = np.concatenate(([0], change))
-    ends = np.concatenate((change, [size]))
-    run_labels = flat[starts].astype(np.intp)
-    foreground = run_labels != 0
-    starts, ends, run_labels = starts[foreground], ends[foreground], run_labels[foreground]
-    order = np.argsort(run_labels, kind="stable")  # by label, in scan order within one
-    starts, ends, run_labels = starts[order], ends[order], run_labels[order]
-    first = np.flatnonzero(np.diff(run_labels, prepend=-1))  # each label's first run
-    areas = np.add.reduceat(ends - starts, first)
+    starts, ends, run_labels = _window_runs(box_t if n == 2 else labels_t, x, y, height)
+    if n > 2:
+        order = np.argsort(run_labels, kind="stable")  # by label, in scan order within one
+        starts, ends, run_labels = starts[order], ends[order], run_labels[order]
+        first = np.flatnonzero(np.diff(run_labels, prepend=-1))  # each label's first run
+        areas = np.add.reduceat(ends - starts, first)
+    else:
+        first = np.zeros(1, np.intp)
+        areas = np.array([int((ends - starts).sum())])
     kept = []  # (-area, (row0, col0, row1, col1) of the mask, first run, end of runs)
     bounds = [*first.tolist(), len(run_labels)]
     for i, area in enumerate(areas.tolist()):
@@ -163,15 +169,47 @@ def component_regions(
         box = (r0, int(col_s[0]), r1, int(col_e[-1]) + 1)
         kept.append((-area, box, bounds[i], bounds[i + 1]))
     kept.sort()
-    regions = []
-    for _, (r0, c0, r1, c1), lo, hi in kept:
-        s, e = starts[lo:hi], ends[lo:hi]
-        counts = np.empty(2 * len(s) + (e[-1] < size), dtype=np.intp)
-        counts[0 : 2 * len(s) : 2] = s - np.concatenate(([0], e[:-1]))  # zeros before a run
-        counts[1 : 2 * len(s) : 2] = e - s
-        if e[-1] < size:
-            counts[-1] = size - e[-1]
-        mask_ref = MaskRef(size_hw=(height, width), counts=tuple(counts.tolist()))
-        box = (float(c0), float(r0), float(c1), float(r1))
-        regions.append(Region(label=label, bbox=box, mask=mask_ref))
-    return tuple(regions)
+    return tuple(
+        Region(
+            label=label,
+            bbox=(float(c0), float(r0), float(c1), float(r1)),
+            mask=_rle(starts[lo:hi], ends[lo:hi], width, height),
+        )
+        for _, (r0, c0, r1, c1), lo, hi in kept
+    )
+
+
+def _window_runs(
+    values: np.ndarray, x: int, y: int, height: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(starts, ends, labels)`` of the runs of non-zero values in ``values``, the window at
+    row ``y``, column ``x`` of a transposed mask whose rows are ``height`` long, as positions
+    in the whole transposed mask (its flat, row-major order)."""
+    h, w = values.shape
+    if w == height:  # whole rows: runs may go on from one row of the transpose to the next
+        flat, stride = values.reshape(-1), w
+    else:  # a background column after each row keeps runs inside their row
+        stride = w + 1
+        padded = np.zeros((h, stride), values.dtype)
+        padded[:, :w] = values
+        flat = padded.reshape(-1)
+    change = np.flatnonzero(flat[1:] != flat[:-1]) + 1
+    starts = np.concatenate(([0], change))
+    ends = np.concatenate((change, [flat.size]))
+    run_labels = flat[starts].astype(np.intp)
+    foreground = run_labels != 0
+    starts, ends, run_labels = starts[foreground], ends[foreground], run_labels[foreground]
+    starts = (y + starts // stride) * height + x + starts % stride
+    ends = (y + ends // stride) * height + x + ends % stride
+    return starts, ends, run_labels
+
+
+def _rle(s: np.ndarray, e: np.ndarray, width: int, height: int) -> MaskRef:
+    """The COCO RLE of one component from its runs ``[s, e)`` in the transposed mask."""
+    size = width * height
+    counts = np.empty(2 * len(s) + (e[-1] < size), dtype=np.int32)
+    counts[0 : 2 * len(s) : 2] = s - np.concatenate(([0], e[:-1]))  # zeros before a run
+    counts[1 : 2 * len(s) : 2] = e - s
+    if e[-1] < size:
+        counts[-1] = size - e[-1]
+    return MaskRef(size_hw=(height, width), counts=RLECounts(counts.tobytes()))

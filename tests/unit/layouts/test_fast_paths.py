@@ -260,9 +260,32 @@ def test_component_regions_equal_components_with_boxes_and_rle_encode():
             expected = _reference_regions(mask, threshold, "polyp", min_area)
             got = component_regions(mask, threshold, "polyp", min_area)
             assert got == expected
+            # a transposed view, as a plain PNG mask is read (media/png.py)
+            assert component_regions(np.asfortranarray(mask), threshold, "polyp", min_area) == got
             assert all(type(v) is float for r in got for v in r.bbox)
             n += len(got)
     assert n > 1000
+
+
+def test_component_regions_of_blobs_far_from_the_border_and_of_full_columns():
+    """Labelled inside the box of the foreground: blobs in a large empty mask, and a blob
+    whose runs go on from one mask column into the next (the box spans whole columns)."""
+    rng = np.random.default_rng(3)
+    n = 0
+    for _ in range(40):
+        h, w = (int(v) for v in rng.integers(60, 200, 2))
+        mask = np.zeros((h, w), np.uint8)
+        for _ in range(int(rng.integers(1, 4))):
+            y, x = int(rng.integers(0, h - 10)), int(rng.integers(0, w - 10))
+            mask[y : y + int(rng.integers(1, 30)), x : x + int(rng.integers(1, 30))] = 255
+        c = int(rng.integers(0, w - 3))
+        if rng.random() < 0.5:
+            mask[:, c : c + 3] = 255
+        for m in (mask, np.asfortranarray(mask)):
+            got = component_regions(m, 127, "x", 1)
+            assert got == _reference_regions(mask, 127, "x", 1)
+            n += len(got)
+    assert n > 80
 
 
 def test_component_regions_on_a_mask_that_could_overflow_16_bit_labels():
