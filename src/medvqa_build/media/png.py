@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import zlib
 
+import cv2
 import numpy as np
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -75,7 +76,7 @@ def plain_grey_png(data: bytes, width: int, height: int) -> np.ndarray | None:
     if not (sub | (filters == 0)).all():
         return None
     # the transpose: row x is pixel column x of every image row
-    filtered = rows[:, 1:].T.copy()  # C order: a new, writable array
+    filtered = cv2.transpose(rows[:, 1:])  # a new, writable array (numpy's copy: 2x slower)
     if not sub.any():
         return filtered.T
     return _row_prefix_sums(filtered, None if sub.all() else ~sub).T
