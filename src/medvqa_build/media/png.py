@@ -3,8 +3,9 @@
 Convert decodes every mask of a source, and OpenCV spends about 0.3 ms of a 352x352 mask's
 0.45 ms outside zlib's inflate (libpng unfilters byte by byte and inflates row by row). The
 masks most tools write (``cv2.imwrite`` of a 0/255 array) are one IDAT stream of 8-bit grey
-rows filtered with *None* or *Sub*: inflated in one call and unfiltered here as a prefix sum
-over each row (a few whole-array numpy additions), the same pixels cost about half.
+rows filtered with *None* or *Sub*: inflated in one call (zlib-ng, twice as fast as zlib on
+these streams) and unfiltered here as a prefix sum over each row (a few whole-array numpy
+additions), the same pixels cost about a third.
 
 :func:`plain_grey_png` accepts only a file that libpng reads the same way: the signature, IHDR
 (8-bit grey, not interlaced) with the expected size, then IDAT chunks and IEND and nothing
@@ -20,6 +21,7 @@ import zlib
 
 import cv2
 import numpy as np
+from zlib_ng import zlib_ng
 
 _SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -63,10 +65,10 @@ def plain_grey_png(data: bytes, width: int, height: int) -> np.ndarray | None:
     if not idat:
         return None
     size = h * (w + 1)  # each row: its filter byte, then its pixels
-    inflate = zlib.decompressobj()
+    inflate = zlib_ng.decompressobj()
     try:
         raw = inflate.decompress(b"".join(idat) if len(idat) > 1 else idat[0], size + 1)
-    except zlib.error:
+    except zlib_ng.error:
         return None
     if len(raw) != size or not inflate.eof or inflate.unused_data or inflate.unconsumed_tail:
         return None

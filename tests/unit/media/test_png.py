@@ -26,7 +26,9 @@ def _chunk(kind: bytes, body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
 
 
-def _png(pixels: np.ndarray, filters, *, idat_pieces: int = 1, extra: bytes = b"") -> bytes:
+def _png(
+    pixels: np.ndarray, filters, *, idat_pieces: int = 1, extra: bytes = b"", bad_adler=False
+) -> bytes:
     """An 8-bit grey PNG of ``pixels`` whose row r is filtered with ``filters[r]`` (0 None,
     1 Sub, 2 Up), its stream split over ``idat_pieces`` IDAT chunks."""
     h, w = pixels.shape
@@ -44,6 +46,8 @@ def _png(pixels: np.ndarray, filters, *, idat_pieces: int = 1, extra: bytes = b"
         rows.append(bytes([f]) + body.astype(np.uint8).tobytes())
         prev = row
     stream = zlib.compress(b"".join(rows))
+    if bad_adler:  # the stream's own checksum wrong, every chunk's CRC right
+        stream = stream[:-1] + bytes([stream[-1] ^ 1])
     cut = np.linspace(0, len(stream), idat_pieces + 1).astype(int)
     idat = b"".join(_chunk(b"IDAT", stream[a:b]) for a, b in zip(cut[:-1], cut[1:], strict=True))
     ihdr = _chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
@@ -98,6 +102,7 @@ def _declined(mask: np.ndarray) -> dict[str, bytes]:
         "eXIf orientation": rotated.getvalue(),
         "text chunk": _png(mask, np.ones(h, int), extra=_chunk(b"tEXt", b"a\x00b")),
         "damaged": bytes(bad_crc),
+        "stream checksum": _png(mask, np.ones(h, int), bad_adler=True),
         "cut": good[: len(good) // 2],
         "trailing bytes": good + b"\x00",
         "16-bit": cv2.imencode(".png", mask.astype(np.uint16) * 257)[1].tobytes(),
@@ -115,6 +120,7 @@ def _declined(mask: np.ndarray) -> dict[str, bytes]:
         "eXIf orientation",
         "text chunk",
         "damaged",
+        "stream checksum",
         "cut",
         "trailing bytes",
         "16-bit",
@@ -140,7 +146,7 @@ def test_load_binary_mask_reads_the_same_pixels_either_way(tmp_path):
     mask = np.zeros((40, 30), np.uint8)
     mask[5:20, 3:17] = 255
     for name, data in {"plain": cv2.imencode(".png", mask)[1].tobytes(), **_declined(mask)}.items():
-        if name in ("empty", "cut", "damaged"):
+        if name in ("empty", "cut", "damaged", "stream checksum"):
             continue
         path = tmp_path / "m.png"
         path.write_bytes(data)
