@@ -133,6 +133,7 @@ TASK_SPECS = [
     ("visual_grounding", {"params": {"labels": ["ulcer", "polyp"], "max_iou": 0.3}}),
     ("region_selection", {"where": {"modality": "endoscopy"}}),
     ("region_selection", {"params": {"box_pool": False}}),
+    ("region_selection", {"params": {"box_pool_size": 8}}),  # a cap that cuts (issue 35)
     ("instrument_presence", {}),
     ("instrument_presence", {"params": {"labels": ["ulcer", "polyp"], "count_empty": True}}),
     ("instrument_presence", {"sources": ["b"]}),
@@ -192,6 +193,7 @@ def _scanned(gen) -> object:
                 b.owners.tolist(),
                 b.names,
                 b.weights.tolist(),
+                None if b.seen is None else b.seen.tolist(),
             ]
             for src, b in boxes._frozen.items()
         }
@@ -211,6 +213,8 @@ def test_a_column_plan_equals_the_row_plan(tmp_path, generator, spec):
     assert plan_columns.columnar(_task(generator).gen)
     rows, cols = _plans(lambda: [_task(generator, visual=True, **spec)], table)
     _same(rows[0], cols[0])
+    if spec.get("params", {}).get("box_pool_size"):  # the cap cuts: both draw the same boxes
+        assert cols[0].gen.boxes.summary()["groups_capped"] > 0
     assert 13 not in list(cols[0].rows)  # excluded, its row number kept by the others
 
 

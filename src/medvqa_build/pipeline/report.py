@@ -149,6 +149,8 @@ def report_json(summary: BuildSummary, out: Path) -> dict:
         "answer_letters": letters.histogram(),
         "answer_spread": answers.spread(),
         "balance": generate.get("balance", {}),
+        # per box task: its pool's cap per (source, finding) and what it kept (issue 35)
+        **({"box_pools": generate["box_pools"]} if generate.get("box_pools") else {}),
         "stages": [
             {
                 "stage": s.name,

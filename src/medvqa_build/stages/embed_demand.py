@@ -23,8 +23,7 @@ from ..negatives import SAMPLERS
 from ..recipe import Recipe, TaskSpec
 from ..rng import rng_for
 from ..store.tables import as_sample_source
-from ..tasks import TASKS
-from .generate import _order_of_plan, _plan_pools, _Task
+from .generate import _order_of_plan, _plan_pools, _Task, generator_for
 
 CANDIDATE_FACTOR, CANDIDATE_EXTRA = 2, 64  # default candidates embedded: 2 x quota + 64
 
@@ -109,7 +108,7 @@ def _task(recipe: Recipe, spec: TaskSpec, i: int) -> _Task:
         ) from exc
     return _Task(
         spec=spec,
-        gen=TASKS.get(spec.generator)(spec.params, spec.n_options),
+        gen=generator_for(recipe, spec),
         sampler=sampler,
         sources=spec.sources or [s.id for s in recipe.sources],
         visual=True,

@@ -41,7 +41,7 @@ from ..ontology import Ontology
 from ..recipe import BlindSpec, Recipe, TaskSpec
 from ..records import Item, QuarantineEntry, Sample
 from ..render import RENDERERS
-from ..rng import rng_for
+from ..rng import rng_for, salt_for
 from ..store.memory import release_freed_memory
 from ..store.packed import PackedStrings
 from ..store.parquet import ItemWriter
@@ -66,6 +66,7 @@ class GenerateResult:
     # task name -> candidates dropped as repeating their images' answer (also in ``dropped``)
     repeats: dict[str, int] = field(default_factory=dict)
     balance: dict[str, dict] = field(default_factory=dict)  # task name -> BalanceGate.summary
+    box_pools: dict[str, dict] = field(default_factory=dict)  # task name -> BoxPool.summary
     count: int = 0  # items made (kept here or given to the sink)
 
 
@@ -556,7 +557,7 @@ def generate_items(
             tasks.append(
                 _Task(
                     spec=spec,
-                    gen=TASKS.get(spec.generator)(spec.params, spec.n_options),
+                    gen=generator_for(recipe, spec),
                     sampler=sampler,
                     sources=spec.sources or [s.id for s in recipe.sources],
                     visual=visual,
@@ -564,6 +565,10 @@ def generate_items(
                 )
             )
         _plan_pools([t for t in tasks if t.gen.per_sample], run.source, embeddings)
+        for task in tasks:  # what a task kept of its pool at plan time (its box pool's cap)
+            summary = getattr(task.gen, "pool_summary", lambda: None)()
+            if summary is not None:
+                result.box_pools[task.spec.name] = summary
         run.fetched = _first_blocks(tasks, run)
         for task in tasks:
             _generate_task(task, run)
@@ -571,6 +576,13 @@ def generate_items(
             task.source_codes = array("H")
         run.fetched = None
     return result
+
+
+def generator_for(recipe: Recipe, spec: TaskSpec):
+    """The task's generator, its plan-time draws seeded by the recipe's seed and the task."""
+    gen = TASKS.get(spec.generator)(spec.params, spec.n_options)
+    gen.seed = salt_for(recipe.seed, "plan", spec.name)
+    return gen
 
 
 PREFETCH_MAX = 512  # a task's first block is read ahead with the others' when this small
@@ -859,6 +871,7 @@ class Generate(Stage):
             "quarantined": len(result.quarantined),
             "shortfall": {**result.shortfall, **ctx.skipped},
             "balance": result.balance,
+            **({"box_pools": result.box_pools} if result.box_pools else {}),
         }
 
     def finish(self, ctx: BuildContext, results: list[StageResult]) -> None:

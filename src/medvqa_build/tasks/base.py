@@ -151,6 +151,10 @@ class TaskGenerator(ABC):
     # False: their truth is the finding asked about, not the answer, and spreading it would
     # only cost items (a task's own ``balance`` still applies).
     answer_is_truth: ClassVar[bool] = True
+    # the key of the seeded draws a task makes while it is planned (a capped box pool, issue
+    # 35): the generate stage sets it from the recipe's seed and the task's name
+    # (:func:`~medvqa_build.stages.generate.generator_for`)
+    seed: bytes = b""
 
     def __init__(self, params: dict | None = None, n_options: int | None = None):
         self.params = dict(params or {})

@@ -10,17 +10,26 @@ distribution of the answers (drawn with weights that undo what the overlap rule 
 :func:`fit_weights`), and a box text that is often an answer (a video's repeated box) is as
 often a distractor. When too few true boxes fit, a box is recombined from the size of one true
 box and the centre of another; only then is the item dropped.
+
+The pool follows the benchmark, not the download (issue 35): it keeps at most
+``box_pool_size`` boxes (2,048) of each (source, finding), a seeded draw made as the scan
+streams (:class:`BoxPool`), so its memory and the weighting stay bounded however large the
+raw data; ``"all"`` keeps every box. A pool whose groups are all under the cap is the one of
+before, array for array.
 """
 
 from __future__ import annotations
 
+import hashlib
 import zlib
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from ..errors import RecipeError
 from ..geometry import iou
 from ..records import Sample
 from .columns import NotColumnar, region_boxes
@@ -30,6 +39,7 @@ BATCH = 64  # candidate boxes drawn at a time
 REFERENCE = 256  # boxes the weights are estimated against
 CHUNK = 4096  # boxes compared with the reference at a time
 MIN_CLEAR = 0.1  # share of boxes cleared below which a box's weight stops growing
+POOL_SIZE = 2048  # true boxes kept per (source, finding): ``params.box_pool_size``
 
 
 Box = tuple[float, float, float, float]
@@ -56,47 +66,130 @@ def fit_weights(rows: np.ndarray, max_iou: float, power: int = 3, rounds: int = 
     (large and central, as most findings are) would be kept less often than they are answers,
     and "the largest, most central box" would win. Each box is drawn with weight ``1 / Z``,
     ``Z`` the weighted share of boxes it clears, estimated on :data:`REFERENCE` boxes in
-    ``rounds`` fixed-point rounds (boxes divided by their image's size: IoU does not change)."""
+    ``rounds`` fixed-point rounds (boxes divided by their image's size: IoU does not change).
+
+    A round reads only the reference boxes' weights of the round before, so every round but
+    the last weighs the reference boxes alone and only the last weighs them all (the same
+    weights as weighing every box each round: the first round sums ones, and the last is
+    summed chunk by chunk as ever)."""
     n = len(rows)
     if n == 0:
         return np.zeros(0)
     unit = rows[:, :4] / np.concatenate([rows[:, 4:6], rows[:, 4:6]], axis=1)
     picked = np.sort(np.random.default_rng(0).choice(n, size=min(n, REFERENCE), replace=False))
-    weights = np.ones(n)
-    for _ in range(rounds):
-        q = weights[picked]
-        z = np.empty(n)
-        for a in range(0, n, CHUNK):
-            z[a : a + CHUNK] = (_iou_matrix(unit[a : a + CHUNK], unit[picked]) < max_iou) @ q
-        weights = 1.0 / np.maximum(z / q.sum(), MIN_CLEAR) ** power
-    return weights
+    ref = unit[picked]
+    clears = _iou_matrix(ref, ref) < max_iou  # the reference boxes among themselves
+    q = np.ones(len(picked))
+    for _ in range(rounds - 1):
+        q = 1.0 / np.maximum((clears @ q) / q.sum(), MIN_CLEAR) ** power
+    z = np.empty(n)
+    for a in range(0, n, CHUNK):
+        z[a : a + CHUNK] = (_iou_matrix(unit[a : a + CHUNK], ref) < max_iou) @ q
+    return 1.0 / np.maximum(z / q.sum(), MIN_CLEAR) ** power
+
+
+def pool_size(params: dict) -> int | None:
+    """A task's ``box_pool_size``: the boxes kept per (source, finding), at least
+    :data:`MIN_POOL`, or ``"all"`` (None: every box)."""
+    value = params.get("box_pool_size", POOL_SIZE)
+    if value == "all":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_POOL:
+        raise RecipeError(
+            f"params.box_pool_size must be a count of at least {MIN_POOL} or 'all', not {value!r}",
+            fix="see the Boxes section of docs/negatives.md",
+        )
+    return value
+
+
+def _draw_key(salt: bytes, sample_id: str, ordinal: int) -> int:
+    """A box's place in the seeded draw of a capped group: a 64-bit hash of the task's salt,
+    its image's id and its place among that image's boxes (the same whatever the scan order
+    or the samples around it)."""
+    data = f"{ordinal}:{sample_id}".encode()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8, key=salt).digest(), "little")
+
+
+class _Group:
+    """The boxes of one (source, finding) kept so far, in the order they were added:
+    ``rows`` six floats a box, the image's crc32, the box's number in the scan and its draw
+    key (none without a cap); ``seen`` counts every box added."""
+
+    __slots__ = ("rows", "owners", "seqs", "keys", "seen")
+
+    def __init__(self) -> None:
+        self.rows, self.owners = array("d"), array("I")
+        self.seqs, self.keys = array("q"), array("Q")
+        self.seen = 0
+
+    def prune(self, cap: int) -> None:
+        """Keep the ``cap`` boxes of smallest draw key (ties: the first added), in order."""
+        if len(self.seqs) <= cap:
+            return
+        keys = np.frombuffer(self.keys, np.uint64)
+        keep = np.sort(np.argsort(keys, kind="stable")[:cap])
+        rows = np.frombuffer(self.rows, np.float64).reshape(-1, 6)[keep]
+        self.rows = _floats(rows)
+        self.owners = array("I", np.frombuffer(self.owners, np.uint32)[keep].tolist())
+        self.seqs = array("q", np.frombuffer(self.seqs, np.int64)[keep].tolist())
+        self.keys = array("Q", keys[keep].tolist())
+
+
+def _floats(rows: np.ndarray) -> array:
+    out = array("d")
+    out.frombytes(np.ascontiguousarray(rows, np.float64).tobytes())
+    return out
 
 
 @dataclass(frozen=True)
 class _SourceBoxes:
-    rows: np.ndarray  # float32 (n, 6): x1, y1, x2, y2, image width, image height
+    rows: np.ndarray  # float64 (n, 6): x1, y1, x2, y2, image width, image height
     labels: np.ndarray  # int32 index into ``names``
     owners: np.ndarray  # uint32 crc32 of the sample id
     names: list[str]
     weights: np.ndarray  # float64 draw weights (:func:`fit_weights`)
+    seen: np.ndarray | None = None  # per name: boxes in the pool (None: every one is kept)
 
 
 class BoxPool:
     """The true boxes of a task's pool, per source: pixel box and image size, the finding,
-    the image they belong to and a draw weight: about 70 bytes a box once frozen (about 150
-    while the scan collects them as tuples; measured with tracemalloc)."""
+    the image they belong to and a draw weight: about 65 bytes a box once frozen (about 60
+    while the scan collects them in arrays, 70 with a cap's draw keys; tracemalloc).
 
-    def __init__(self, max_iou: float = 0.1) -> None:
+    With ``cap`` (``params.box_pool_size``) each (source, finding) keeps at most ``cap``
+    boxes: those of smallest draw key, a hash of ``salt`` (the task's seed), the image's id
+    and the box's place in it; the scan prunes a group back to ``cap`` whenever it holds
+    twice as many (it never holds more). ``labels``: the findings the pool reads (all
+    when empty), to count a target image's own boxes."""
+
+    def __init__(
+        self,
+        max_iou: float = 0.1,
+        cap: int | None = None,
+        salt: bytes = b"",
+        labels: Sequence[str] = (),
+    ) -> None:
         self.max_iou = float(max_iou)
-        self._rows: dict[str, list[tuple[float, ...]]] = {}
-        self._labels: dict[str, list[str]] = {}
-        self._owners: dict[str, list[int]] = {}
+        self.cap = cap
+        self.salt = bytes(salt)
+        self.labels = frozenset(labels)
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._seq = 0
+        self._last: tuple[str | None, int] = (None, 0)  # the last image added, its boxes so far
         self._frozen: dict[str, _SourceBoxes] = {}
 
     @classmethod
-    def of(cls, samples: Iterable[Sample], labels: Sequence[str] = (), max_iou: float = 0.1):
-        """Every region with a box (of ``labels`` when given) of ``samples`` (streamed)."""
-        pool, only = cls(max_iou), set(labels)
+    def of(
+        cls,
+        samples: Iterable[Sample],
+        labels: Sequence[str] = (),
+        max_iou: float = 0.1,
+        cap: int | None = None,
+        salt: bytes = b"",
+    ):
+        """Every region with a box (of ``labels`` when given) of ``samples`` (streamed), at
+        most ``cap`` of each (source, finding)."""
+        pool, only = cls(max_iou, cap, salt, labels), set(labels)
         for s in samples:
             for r in s.regions:
                 if r.bbox is not None and (not only or r.label in only):
@@ -104,52 +197,123 @@ class BoxPool:
         pool.freeze()
         return pool
 
+    def _put(self, src: str, label: str, row, sample_id: str) -> None:
+        group = self._groups.get((src, label))
+        if group is None:
+            group = self._groups[src, label] = _Group()
+        group.rows.extend(row)
+        group.owners.append(_owner(sample_id))
+        group.seqs.append(self._seq)
+        group.seen += 1
+        self._seq += 1
+        if self.cap is not None:
+            last, k = self._last
+            ordinal = k if last == sample_id else 0
+            self._last = (sample_id, ordinal + 1)
+            group.keys.append(_draw_key(self.salt, sample_id, ordinal))
+            if len(group.seqs) >= 2 * self.cap:
+                group.prune(self.cap)
+
     def add(self, sample: Sample, label: str, box: Sequence[float]) -> None:
-        src = sample.source
-        self._rows.setdefault(src, []).append((*map(float, box), sample.width, sample.height))
-        self._labels.setdefault(src, []).append(label)
-        self._owners.setdefault(src, []).append(_owner(sample.sample_id))
+        self._put(
+            sample.source,
+            label,
+            (*map(float, box), float(sample.width), float(sample.height)),
+            sample.sample_id,
+        )
 
     def add_columns(self, sources: list[str], rows: np.ndarray, labels: list[str], ids) -> None:
         """Boxes read from columns (one a row: source, ``x1, y1, x2, y2, width, height``,
         label, sample id), the same as :meth:`add` of each in turn."""
         for src, row, label, sample_id in zip(sources, rows.tolist(), labels, ids, strict=True):
-            self._rows.setdefault(src, []).append(tuple(row))
-            self._labels.setdefault(src, []).append(label)
-            self._owners.setdefault(src, []).append(_owner(sample_id))
+            self._put(src, label, row, sample_id)
 
     def freeze(self) -> None:
-        """Pack the boxes added so far into arrays and weigh them (the lists are dropped)."""
-        for src in sorted(self._rows):
-            names = sorted(set(self._labels[src]))
-            code = {n: k for k, n in enumerate(names)}
-            rows = np.array(self._rows.pop(src), dtype=np.float64).reshape(-1, 6)
+        """Pack the boxes added so far into arrays, per source in the order they were added,
+        and weigh them (the scan's arrays are dropped)."""
+        by_source: dict[str, list[tuple[str, _Group]]] = {}
+        for (src, label), group in sorted(self._groups.items()):
+            if self.cap is not None:
+                group.prune(self.cap)
+            by_source.setdefault(src, []).append((label, group))
+        self._groups = {}
+        for src, groups in by_source.items():
+            names = [label for label, _ in groups]  # sorted
+            seqs = np.concatenate([np.frombuffer(g.seqs, np.int64) for _, g in groups])
+            order = np.argsort(seqs, kind="stable")
+            rows = np.concatenate(
+                [np.frombuffer(g.rows, np.float64).reshape(-1, 6) for _, g in groups]
+            )[order]
+            labels = np.concatenate(
+                [np.full(len(g.seqs), k, np.int32) for k, (_, g) in enumerate(groups)]
+            )[order]
+            owners = np.concatenate([np.frombuffer(g.owners, np.uint32) for _, g in groups])
+            seen = np.array([g.seen for _, g in groups], np.int64)
             self._frozen[src] = _SourceBoxes(
                 rows=rows,
-                labels=np.array([code[x] for x in self._labels.pop(src)], dtype=np.int32),
-                owners=np.array(self._owners.pop(src), dtype=np.uint32),
+                labels=labels,
+                owners=owners[order],
                 names=names,
                 weights=fit_weights(rows, self.max_iou),
+                seen=seen if (seen > np.bincount(labels, minlength=len(names))).any() else None,
             )
 
     def __len__(self) -> int:
         return sum(len(b.rows) for b in self._frozen.values())
+
+    def summary(self) -> dict:
+        """What the report states of the pool: the cap, the boxes of the task's pool and
+        those kept, the (source, finding) groups and how many the cap cut."""
+        seen = kept = groups = cut = 0
+        for b in self._frozen.values():
+            counts = np.bincount(b.labels, minlength=len(b.names))
+            full = counts if b.seen is None else b.seen
+            seen, kept = seen + int(full.sum()), kept + int(counts.sum())
+            groups, cut = groups + len(b.names), cut + int((full > counts).sum())
+        return {
+            "box_pool_size": "all" if self.cap is None else self.cap,
+            "boxes_in_pool": seen,
+            "boxes_kept": kept,
+            "groups": groups,
+            "groups_capped": cut,
+        }
+
+    def _own(self, sample: Sample, label: str | None) -> int:
+        """How many of the pool's boxes are ``sample``'s own (of ``label``; None: of any
+        finding the pool reads)."""
+        if label is not None:
+            return sum(r.bbox is not None and r.label == label for r in sample.regions)
+        only = self.labels
+        return sum(r.bbox is not None and (not only or r.label in only) for r in sample.regions)
 
     def candidates(self, sample: Sample, label: str) -> tuple[np.ndarray, np.ndarray]:
         """The boxes a distractor of ``sample``'s ``label`` box is drawn from, as rows of
         ``x1, y1, x2, y2, width, height``, and their draw weights: the source's boxes of that
         finding in other images, or all its boxes in other images when those are fewer than
         :data:`MIN_POOL`, or the boxes of every source of the task when the source itself
-        has fewer (a small source, say three CVC frames, would otherwise lose every item)."""
+        has fewer (a small source, say three CVC frames, would otherwise lose every item).
+
+        Where the cap cut one of the source's findings, which of these applies is decided on
+        the pool's counts before the cap (the boxes of that finding, or of the source, less
+        the target image's own), so a cap never moves a target to a wider draw; the boxes
+        are then drawn from those kept (a level whose kept boxes are all the target image's
+        own, possible only with a cap below the boxes one image holds, passes to the next)."""
         owner = _owner(sample.sample_id)
         boxes = self._frozen.get(sample.source)
         if boxes is not None:
             other = boxes.owners != owner
             code = boxes.names.index(label) if label in boxes.names else -1
             same = other & (boxes.labels == code)
-            keep = same if same.sum() >= MIN_POOL else other
-            if keep.sum() >= MIN_POOL:
-                return boxes.rows[keep], boxes.weights[keep]
+            if boxes.seen is None:  # every box of the source kept
+                keep = same if same.sum() >= MIN_POOL else other
+                if keep.sum() >= MIN_POOL:
+                    return boxes.rows[keep], boxes.weights[keep]
+            else:
+                n_same = (int(boxes.seen[code]) - self._own(sample, label)) if code >= 0 else 0
+                n_other = int(boxes.seen.sum()) - self._own(sample, None)
+                for n, keep in ((n_same, same), (n_other, other)):
+                    if n >= MIN_POOL and keep.any():
+                        return boxes.rows[keep], boxes.weights[keep]
         rows = [b.rows[b.owners != owner] for _, b in sorted(self._frozen.items())]
         weights = [b.weights[b.owners != owner] for _, b in sorted(self._frozen.items())]
         if not rows:
@@ -159,17 +323,32 @@ class BoxPool:
 
 class ScansBoxes:
     """Mixin of the tasks with box options: :meth:`scan` keeps the pool's true boxes (of
-    ``params.labels`` when given) as the task's :class:`BoxPool`; ``params.box_pool: false``
-    keeps the uniform similar-size boxes instead."""
+    ``params.labels`` when given) as the task's :class:`BoxPool`, at most
+    ``params.box_pool_size`` of each (source, finding), drawn with the task's ``seed``;
+    ``params.box_pool: false`` keeps the uniform similar-size boxes instead."""
 
     scans_pool = True
     params: dict
+    seed: bytes
     boxes: BoxPool | None = None
+
+    def _new_pool(self) -> BoxPool:
+        return BoxPool(
+            float(self.params.get("max_iou", 0.1)),
+            pool_size(self.params),
+            self.seed,
+            self.params.get("labels", ()),
+        )
 
     def scan(self, samples: Iterable[Sample]) -> None:
         if self.params.get("box_pool", True):
             labels, max_iou = self.params.get("labels", ()), self.params.get("max_iou", 0.1)
-            self.boxes = BoxPool.of(samples, labels, float(max_iou))
+            cap = pool_size(self.params)
+            self.boxes = BoxPool.of(samples, labels, float(max_iou), cap, self.seed)
+
+    def pool_summary(self) -> dict | None:
+        """What the report states of the task's box pool (None: it has none)."""
+        return None if self.boxes is None else self.boxes.summary()
 
     # planned from columns (stages/plan_columns.py): the same pool, batch by batch
     def column_scan(self, batch, pool) -> None:
@@ -178,7 +357,7 @@ class ScansBoxes:
             return
         scanned = self.__dict__.get("_box_scan")
         if scanned is None:
-            scanned = self.__dict__["_box_scan"] = BoxPool(float(self.params.get("max_iou", 0.1)))
+            scanned = self.__dict__["_box_scan"] = self._new_pool()
         at, labels, boxes = region_boxes(batch, pool, self.params.get("labels", ()))
         take = pa.array(at, pa.int64())
         size = [batch[c].take(take) for c in ("width", "height")]
