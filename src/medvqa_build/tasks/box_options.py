@@ -21,7 +21,6 @@ before, array for array.
 from __future__ import annotations
 
 import hashlib
-import zlib
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -46,7 +45,12 @@ Box = tuple[float, float, float, float]
 
 
 def _owner(sample_id: str) -> int:
-    return zlib.crc32(sample_id.encode())
+    """The image a box belongs to: a 64-bit hash of its sample id (signed, as int64 holds
+    it). With a crc32 (32 bits) two of 77k images shared one at even odds, and the boxes of
+    the one were then left out as the other's own (issue 35); 64 bits reach those odds at
+    5 * 10**9 images."""
+    digest = hashlib.blake2b(sample_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 def _iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -112,13 +116,13 @@ def _draw_key(salt: bytes, sample_id: str, ordinal: int) -> int:
 
 class _Group:
     """The boxes of one (source, finding) kept so far, in the order they were added:
-    ``rows`` six floats a box, the image's crc32, the box's number in the scan and its draw
-    key (none without a cap); ``seen`` counts every box added."""
+    ``rows`` six floats a box, the image's :func:`_owner`, the box's number in the scan
+    and its draw key (none without a cap); ``seen`` counts every box added."""
 
     __slots__ = ("rows", "owners", "seqs", "keys", "seen")
 
     def __init__(self) -> None:
-        self.rows, self.owners = array("d"), array("I")
+        self.rows, self.owners = array("d"), array("q")
         self.seqs, self.keys = array("q"), array("Q")
         self.seen = 0
 
@@ -130,7 +134,7 @@ class _Group:
         keep = np.sort(np.argsort(keys, kind="stable")[:cap])
         rows = np.frombuffer(self.rows, np.float64).reshape(-1, 6)[keep]
         self.rows = _floats(rows)
-        self.owners = array("I", np.frombuffer(self.owners, np.uint32)[keep].tolist())
+        self.owners = array("q", np.frombuffer(self.owners, np.int64)[keep].tolist())
         self.seqs = array("q", np.frombuffer(self.seqs, np.int64)[keep].tolist())
         self.keys = array("Q", keys[keep].tolist())
 
@@ -145,7 +149,7 @@ def _floats(rows: np.ndarray) -> array:
 class _SourceBoxes:
     rows: np.ndarray  # float64 (n, 6): x1, y1, x2, y2, image width, image height
     labels: np.ndarray  # int32 index into ``names``
-    owners: np.ndarray  # uint32 crc32 of the sample id
+    owners: np.ndarray  # int64 :func:`_owner` of the sample id
     names: list[str]
     weights: np.ndarray  # float64 draw weights (:func:`fit_weights`)
     seen: np.ndarray | None = None  # per name: boxes in the pool (None: every one is kept)
@@ -153,8 +157,9 @@ class _SourceBoxes:
 
 class BoxPool:
     """The true boxes of a task's pool, per source: pixel box and image size, the finding,
-    the image they belong to and a draw weight: about 65 bytes a box once frozen (about 60
-    while the scan collects them in arrays, 70 with a cap's draw keys; tracemalloc).
+    the image they belong to (a 64-bit hash of its id) and a draw weight: about 70 bytes a
+    box once frozen (about 65 while the scan collects them in arrays, 75 with a cap's draw
+    keys; tracemalloc).
 
     With ``cap`` (``params.box_pool_size``) each (source, finding) keeps at most ``cap``
     boxes: those of smallest draw key, a hash of ``salt`` (the task's seed), the image's id
@@ -175,7 +180,8 @@ class BoxPool:
         self.labels = frozenset(labels)
         self._groups: dict[tuple[str, str], _Group] = {}
         self._seq = 0
-        self._last: tuple[str | None, int] = (None, 0)  # the last image added, its boxes so far
+        # the last image added: its id, its boxes so far and its owner
+        self._last: tuple[str | None, int, int] = (None, 0, 0)
         self._frozen: dict[str, _SourceBoxes] = {}
 
     @classmethod
@@ -201,15 +207,16 @@ class BoxPool:
         group = self._groups.get((src, label))
         if group is None:
             group = self._groups[src, label] = _Group()
+        last, ordinal, owner = self._last
+        if last != sample_id:  # an image's boxes come one after another: hashed once
+            ordinal, owner = 0, _owner(sample_id)
+        self._last = (sample_id, ordinal + 1, owner)
         group.rows.extend(row)
-        group.owners.append(_owner(sample_id))
+        group.owners.append(owner)
         group.seqs.append(self._seq)
         group.seen += 1
         self._seq += 1
         if self.cap is not None:
-            last, k = self._last
-            ordinal = k if last == sample_id else 0
-            self._last = (sample_id, ordinal + 1)
             group.keys.append(_draw_key(self.salt, sample_id, ordinal))
             if len(group.seqs) >= 2 * self.cap:
                 group.prune(self.cap)
@@ -247,7 +254,7 @@ class BoxPool:
             labels = np.concatenate(
                 [np.full(len(g.seqs), k, np.int32) for k, (_, g) in enumerate(groups)]
             )[order]
-            owners = np.concatenate([np.frombuffer(g.owners, np.uint32) for _, g in groups])
+            owners = np.concatenate([np.frombuffer(g.owners, np.int64) for _, g in groups])
             seen = np.array([g.seen for _, g in groups], np.int64)
             self._frozen[src] = _SourceBoxes(
                 rows=rows,

@@ -4,6 +4,7 @@ benchmark, not the download; ``all`` keeps every box, and a pool under the cap i
 before, array for array."""
 
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def _old_pool(samples, max_iou=0.1):
         out[src] = (
             arr,
             np.array([names.index(x) for x in labels[src]], np.int32),
-            np.array(owners[src], np.uint32),
+            np.array(owners[src], np.int64),
             names,
             _old_weights(arr, max_iou),
         )
@@ -263,3 +264,51 @@ def test_the_task_draws_with_its_seed_and_reports_its_cap():
     assert everything.box_pools["vg"]["boxes_kept"] == 95
     assert made(0).box_pools["vg"]["box_pool_size"] == POOL_SIZE
     assert [i.options for i in made(0).items] == [i.options for i in everything.items]
+
+
+def _crc32_twins() -> tuple[str, str]:
+    """Two sample ids whose crc32 is the same: the first pair of a birthday search over
+    random hex ids (about 90k of them; ids counted up in decimal or hex differ in too few
+    bits for a crc, which is linear, to map two of them to one value)."""
+    seen: dict[int, str] = {}
+    rng = random.Random(0)
+    for _ in range(1 << 20):
+        sample_id = f"src:{rng.getrandbits(64):016x}"
+        other = seen.setdefault(zlib.crc32(sample_id.encode()), sample_id)
+        if other != sample_id:
+            return other, sample_id
+    raise AssertionError("no crc32 collision among 2**20 ids")
+
+
+def test_an_image_whose_id_shares_the_targets_crc32_stays_a_distractor():
+    """The pool told images apart by a crc32 of the sample id: the boxes of an image whose
+    id shared the target's crc32 were left out as the target's own."""
+    a, b = _crc32_twins()
+    assert a != b and zlib.crc32(a.encode()) == zlib.crc32(b.encode())
+    assert _owner(a) != _owner(b)
+
+    def image(sample_id, box):
+        return Sample(sample_id, "src", "x.jpg", 640, 480, "endoscopy",
+                      regions=(Region("polyp", box),))  # fmt: skip
+
+    target, twin = image(a, (10.0, 10, 50, 50)), image(b, (300.0, 200, 380, 260))
+    others = [image(f"src:o{i}", (20.0 * i, 100, 20.0 * i + 40, 140)) for i in range(MIN_POOL)]
+    samples = [target, twin, *others]
+    by_rows = BoxPool.of(samples)
+    by_columns = BoxPool()
+    by_columns.add_columns(
+        ["src"] * len(samples),
+        np.array([(*s.regions[0].bbox, s.width, s.height) for s in samples], np.float64),
+        ["polyp"] * len(samples),
+        [s.sample_id for s in samples],
+    )
+    by_columns.freeze()
+    _same_arrays(_arrays(by_columns), _arrays(by_rows))
+    for pool in (by_rows, by_columns):
+        rows, weights = pool.candidates(target, "polyp")
+        drawn = {tuple(r[:4]) for r in rows.tolist()}
+        assert (300.0, 200.0, 380.0, 260.0) in drawn  # the twin's box
+        assert (10.0, 10.0, 50.0, 50.0) not in drawn  # the target's own, never
+        assert len(rows) == len(weights) == 1 + MIN_POOL
+        rows, _ = pool.candidates(twin, "polyp")
+        assert (10.0, 10.0, 50.0, 50.0) in {tuple(r[:4]) for r in rows.tolist()}
