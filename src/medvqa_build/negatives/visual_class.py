@@ -110,9 +110,9 @@ class VisualClassSampler:
         self._lib_modalities = np.array([samples[i].modality for i in at.tolist()], dtype=object)
         ids = getattr(samples, "ids", None)  # generate's packed refs: no object per sample
         if isinstance(ids, PackedStrings):
-            pool_ids = [ids[i] for i in keep]
+            pool_ids = SortedStrings.of_packed(ids, keep)
         else:
-            pool_ids = [samples[i].sample_id for i in keep]
+            pool_ids = SortedStrings([samples[i].sample_id for i in keep])
         self._pool = _PoolRows(pool_ids, keep, embeddings)
         return self
 
@@ -167,8 +167,8 @@ class _PoolRows:
     """The fitted pool's sample ids as :class:`SortedStrings` (about 50 bytes a sample instead
     of a dict entry and a vector), each with its table row and its row of ``embeddings``."""
 
-    def __init__(self, ids: list[str], index: list[int], embeddings):
-        self._ids = SortedStrings(ids)  # table row r = position r in ``ids``
+    def __init__(self, ids: SortedStrings, index: list[int], embeddings):
+        self._ids = ids  # table row r = position r in ``ids``
         self._index = np.asarray(index, dtype=np.int64)  # row of ``embeddings`` per table row
         self._embeddings = embeddings
 

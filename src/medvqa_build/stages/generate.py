@@ -206,6 +206,20 @@ class _FitRefs:
         self.sources.extend(code[s] for s in sources)
         self.modalities.extend(code[m] for m in modalities)
 
+    def extend_arrow(self, ids, sources, modalities, groups) -> None:
+        """:meth:`extend` of aligned Arrow string arrays (``groups`` without nulls): the
+        strings copied from their buffers, sources and modalities coded by their distinct
+        values, named in the order :meth:`extend` names them (no Python object a sample)."""
+        self.ids.extend_arrow(ids)
+        self.groups.extend_arrow(groups)
+        src, mod = sources.dictionary_encode(), modalities.dictionary_encode()
+        names = dict.fromkeys([*src.dictionary.to_pylist(), *mod.dictionary.to_pylist()])
+        code = {name: self._code_of(name) for name in names}
+        for encoded, out in ((src, self.sources), (mod, self.modalities)):
+            to_code = np.array([code[n] for n in encoded.dictionary.to_pylist()], np.uint16)
+            indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)
+            out.frombytes(to_code[indices].tobytes())
+
     def __len__(self) -> int:
         return len(self.ids)
 
@@ -269,6 +283,7 @@ def _plan_pools(tasks: list[_Task], source, embeddings) -> None:
         task.vocab_samples = {src: {} for src in task.sources}
         task.pool = _new_pool(task, source)
     tasks = plan_by_columns(tasks, source, embeddings)
+    release_freed_memory(collect=False)  # the column batches read: not held into the next step
     if not tasks:
         return
     for task in tasks:

@@ -78,11 +78,14 @@ def plan_by_columns(tasks: list, source, embeddings) -> list:
             if c not in columns:
                 columns.append(c)
     plans = {id(t): _ColumnPlan(t) for t in mine}
+    for plan in plans.values():
+        plan.embeddings = embeddings
 
     def give_up(t) -> None:  # planned from Samples instead, from the start
         mine.remove(t)
         rest.append(t)
         t.truth_names.clear()
+        t.fit_refs, t.fit_labels = type(t.fit_refs)(), []  # a plan's fit starts empty
 
     # a generator whose candidates depend on its whole pool (scan_first: which tools a source
     # annotates) reads it in a pass of its own first; another scans as it plans
@@ -106,7 +109,7 @@ def plan_by_columns(tasks: list, source, embeddings) -> list:
     for t in mine:
         if t.gen.scans_pool and not t.gen.scan_first:
             t.gen.column_scanned()
-        plans[id(t)].finish(source, embeddings)
+        plans[id(t)].finish(source)
     return [t for t in tasks if t in rest]  # in the phase's order
 
 
@@ -156,7 +159,7 @@ class _ColumnPlan:
         self.codes: list[np.ndarray] = []
         self.source_codes: list[np.ndarray] = []
         self.vocab_rows: dict[tuple[int, int], int] = {}  # (source code, truth code) -> row
-        self.fit: list[tuple[list, list, list, list, list]] = []
+        self.embeddings = None  # set by plan_by_columns: what decides a pool sample's fit
 
     def pool(self, batch: dict[str, pa.Array], keep: np.ndarray) -> np.ndarray:
         """The positions of the batch's samples in the task's pool."""
@@ -191,26 +194,40 @@ class _ColumnPlan:
         _, first = np.unique(pair, return_index=True)
         for k in np.sort(first).tolist():
             self.vocab_rows.setdefault((int(source_codes[k]), int(codes[k])), offset + int(at[k]))
+        # in the plan's own widths (18 bytes a candidate, not 32), as _array stores them
         self.rows.append(at.astype(np.int64) + offset)
-        self.ordinals.append(ordinals)
-        self.codes.append(codes)
-        self.source_codes.append(source_codes)
+        self.ordinals.append(np.asarray(ordinals).astype(_INT))
+        self.codes.append(codes.astype(_INT))
+        self.source_codes.append(source_codes.astype(np.uint16))
         if task.visual:
             label = np.full(len(pool), -1, np.int64)  # each pool sample's first truth
             first_of_row = np.flatnonzero(np.r_[True, at[1:] != at[:-1]]) if len(at) else at
             label[np.searchsorted(pool, at[first_of_row])] = codes[first_of_row]
-            take = pa.array(pool, pa.int64())
-            self.fit.append(
-                (
-                    batch["sample_id"].take(take).to_pylist(),
-                    batch["source"].take(take).to_pylist(),
-                    batch["modality"].take(take).to_pylist(),
-                    batch["group_id"].take(take).fill_null("").to_pylist(),
-                    label.tolist(),
-                )
-            )
+            self._add_fit(batch, pool, label)
 
-    def finish(self, source: SampleTable, embeddings) -> None:
+    def _add_fit(self, batch: dict[str, pa.Array], pool: np.ndarray, label: np.ndarray) -> None:
+        """The batch's pool samples that go into the task's fit, added to its fit refs and
+        labels straight from the columns (a Python string per sample, four per pool row
+        held until the last batch, was the plan's one cost growing with the table)."""
+        task = self.task
+        ids = batch["sample_id"].take(pa.array(pool, pa.int64()))
+        fits = _fits(task, ids, self.embeddings)
+        keep = pool if fits is None else pool[fits]
+        if fits is not None:
+            ids, label = ids.filter(pa.array(fits)), label[fits]
+        take = pa.array(keep, pa.int64())
+        sources, modalities = batch["source"].take(take), batch["modality"].take(take)
+        groups = batch["group_id"].take(take).fill_null("")
+        if ids.null_count or sources.null_count or modalities.null_count:
+            task.fit_refs.extend(
+                ids.to_pylist(), sources.to_pylist(), modalities.to_pylist(), groups.to_pylist()
+            )
+        else:
+            task.fit_refs.extend_arrow(ids, sources, modalities, groups)
+        by_code = [*task.truth_names, None]  # code -1: a pool sample without a candidate
+        task.fit_labels.extend(by_code[code] for code in label.tolist())
+
+    def finish(self, source: SampleTable) -> None:
         task = self.task
         task.rows = _array("q", self.rows, np.int64)
         task.ordinals = _array("i", self.ordinals, _INT)
@@ -220,18 +237,6 @@ class _ColumnPlan:
         found = source.take(self.vocab_rows.values()) if self.vocab_rows else {}
         for (src, code), row in self.vocab_rows.items():
             task.vocab_samples[task.sources[src]][names[code]] = found[row]
-        if not task.visual:
-            return
-        by_code = [*names, None]  # code -1: a pool sample without a candidate
-        for ids, sources, modalities, groups, labels in self.fit:
-            fits = _fits(task, ids, embeddings)
-            if fits is not None:
-                keep = np.flatnonzero(fits).tolist()
-                ids, sources, modalities, groups, labels = (
-                    [x[k] for k in keep] for x in (ids, sources, modalities, groups, labels)
-                )
-            task.fit_refs.extend(ids, sources, modalities, groups)
-            task.fit_labels.extend(by_code[code] for code in labels)
 
 
 def fits_on(task, sample_id: str, embeddings) -> bool:
@@ -251,8 +256,9 @@ def fits_on(task, sample_id: str, embeddings) -> bool:
     return sample_id in embeddings
 
 
-def _fits(task, ids: list[str], embeddings) -> np.ndarray | None:
-    """Which pool samples go into the task's fit (:func:`fits_on`); None: all."""
+def _fits(task, ids: pa.Array, embeddings) -> np.ndarray | None:
+    """Which pool samples (``ids``: their sample ids) go into the task's fit
+    (:func:`fits_on`); None: all."""
     if getattr(embeddings, "plans_everything", False):
         return None
     left_out = getattr(embeddings, "left_out", None)
@@ -262,13 +268,16 @@ def _fits(task, ids: list[str], embeddings) -> np.ndarray | None:
         and not len(left_out.failed)
     ):
         return None
-    return np.fromiter((fits_on(task, sid, embeddings) for sid in ids), bool, len(ids))
+    return np.fromiter((fits_on(task, sid, embeddings) for sid in ids.to_pylist()), bool, len(ids))
 
 
 def _array(code: str, parts: list[np.ndarray], dtype) -> array:
+    """The ``parts`` as one array of ``code``, emptying ``parts`` as they are copied (no
+    concatenated copy of the whole plan beside it)."""
     out = array(code)
-    if parts:
-        out.frombytes(np.concatenate(parts).astype(dtype).tobytes())
+    parts.reverse()
+    while parts:
+        out.frombytes(parts.pop().astype(dtype, copy=False).tobytes())
     return out
 
 

@@ -36,6 +36,30 @@ class PackedStrings:
             ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))) + base
             self.ends.frombytes(ends.astype(np.int64).tobytes())
 
+    def extend_arrow(self, texts) -> None:
+        """:meth:`extend` of an Arrow string array without nulls, copied from its buffers
+        (no Python object per string)."""
+        import pyarrow as pa
+
+        if texts.null_count:
+            raise ValueError("extend_arrow: null strings")
+        if not len(texts):
+            return
+        if pa.types.is_string(texts.type):
+            offset_type = np.int32
+        elif pa.types.is_large_string(texts.type):
+            offset_type = np.int64
+        else:
+            raise TypeError(f"extend_arrow: not a string array ({texts.type})")
+        _, offsets_buf, data_buf = texts.buffers()
+        offsets = np.frombuffer(offsets_buf, offset_type)[
+            texts.offset : texts.offset + len(texts) + 1
+        ].astype(np.int64)
+        base = len(self.data)
+        if data_buf is not None:
+            self.data += memoryview(data_buf)[int(offsets[0]) : int(offsets[-1])]
+        self.ends.frombytes((offsets[1:] - offsets[0] + base).tobytes())
+
     def __len__(self) -> int:
         return len(self.ends)
 
@@ -62,8 +86,29 @@ class SortedStrings:
         keys = np.array([t.encode() for t in texts], dtype=bytes) if len(texts) else None
         if keys is None:
             keys = np.array([], "S1")
+        self._sort(keys)
+
+    def _sort(self, keys: np.ndarray) -> None:
         self.order = np.argsort(keys, kind="stable").astype(np.int64)  # original index
         self.keys = keys[self.order]
+
+    @classmethod
+    def of_packed(cls, packed: PackedStrings, index, chunk: int = 65536) -> SortedStrings:
+        """``SortedStrings([packed[i] for i in index])``, with a Python object per string
+        only for ``chunk`` strings at a time."""
+        index = np.asarray(index, dtype=np.int64)
+        ends = np.frombuffer(packed.ends, np.int64)
+        starts = np.concatenate([np.zeros(1, np.int64), ends[:-1]])
+        parts = []
+        with memoryview(packed.data) as data:
+            for at in range(0, len(index), chunk):
+                k = index[at : at + chunk]
+                pairs = zip(starts[k].tolist(), ends[k].tolist(), strict=True)
+                parts.append(np.array([data[a:b].tobytes() for a, b in pairs], dtype=bytes))
+        keys = np.concatenate(parts) if parts else np.array([], "S1")
+        out = cls.__new__(cls)
+        out._sort(keys)
+        return out
 
     def index(self, text: object) -> int | None:
         """The original index of ``text`` (its first occurrence), or None."""

@@ -124,15 +124,19 @@ class SampleTable:
 
     def _build_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Sorted ids with their (file, row) — a few bytes a sample, built on first lookup."""
-        ids, files, rows = [], [], []
+        keys, files, rows = [], [], []
         for f, path in enumerate(self.paths):
-            col = pq.read_table(path, columns=["sample_id"]).column("sample_id")
-            ids.append(np.asarray(col.to_numpy(zero_copy_only=False), dtype=object))
-            files.append(np.full(len(col), f, dtype=np.int32))
-            rows.append(np.arange(len(col), dtype=np.int64))
-        all_ids = np.concatenate(ids) if ids else np.array([], dtype=object)
+            n = 0
+            # a row group at a time: a Python object per id lives only for its group
+            for batch in iter_batches(path, self.batch_rows, ["sample_id"]):
+                col = batch.column(0).cast(pa.binary())
+                keys.append(np.array(col.to_numpy(zero_copy_only=False), dtype=bytes))
+                n += len(col)
+            files.append(np.full(n, f, dtype=np.int32))
+            rows.append(np.arange(n, dtype=np.int64))
         # fixed-width UTF-8 bytes: no Python object per id, a byte a character
-        encoded = np.array([i.encode() for i in all_ids], dtype=bytes)
+        encoded = np.concatenate(keys) if keys else np.array([], dtype=bytes)
+        del keys
         order = np.argsort(encoded, kind="stable")
         return (
             encoded[order],
