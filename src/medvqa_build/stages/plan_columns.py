@@ -154,10 +154,9 @@ class _ColumnPlan:
 
     def __init__(self, task) -> None:
         self.task = task
-        self.rows: list[np.ndarray] = []
-        self.ordinals: list[np.ndarray] = []
-        self.codes: list[np.ndarray] = []
-        self.source_codes: list[np.ndarray] = []
+        # the plan, grown batch by batch in its final arrays (one block each, no parts)
+        self.rows, self.ordinals = array("q"), array("i")
+        self.codes, self.source_codes = array("i"), array("H")
         self.vocab_rows: dict[tuple[int, int], int] = {}  # (source code, truth code) -> row
         self.embeddings = None  # set by plan_by_columns: what decides a pool sample's fit
 
@@ -194,11 +193,10 @@ class _ColumnPlan:
         _, first = np.unique(pair, return_index=True)
         for k in np.sort(first).tolist():
             self.vocab_rows.setdefault((int(source_codes[k]), int(codes[k])), offset + int(at[k]))
-        # in the plan's own widths (18 bytes a candidate, not 32), as _array stores them
-        self.rows.append(at.astype(np.int64) + offset)
-        self.ordinals.append(np.asarray(ordinals).astype(_INT))
-        self.codes.append(codes.astype(_INT))
-        self.source_codes.append(source_codes.astype(np.uint16))
+        self.rows.frombytes((at.astype(np.int64) + offset).tobytes())
+        self.ordinals.frombytes(np.asarray(ordinals).astype(_INT).tobytes())
+        self.codes.frombytes(codes.astype(_INT).tobytes())
+        self.source_codes.frombytes(source_codes.astype(np.uint16).tobytes())
         if task.visual:
             label = np.full(len(pool), -1, np.int64)  # each pool sample's first truth
             first_of_row = np.flatnonzero(np.r_[True, at[1:] != at[:-1]]) if len(at) else at
@@ -229,10 +227,8 @@ class _ColumnPlan:
 
     def finish(self, source: SampleTable) -> None:
         task = self.task
-        task.rows = _array("q", self.rows, np.int64)
-        task.ordinals = _array("i", self.ordinals, _INT)
-        task.truth_codes = _array("i", self.codes, _INT)
-        task.source_codes = _array("H", self.source_codes, np.uint16)
+        task.rows, task.ordinals = self.rows, self.ordinals
+        task.truth_codes, task.source_codes = self.codes, self.source_codes
         names = list(task.truth_names)
         found = source.take(self.vocab_rows.values()) if self.vocab_rows else {}
         for (src, code), row in self.vocab_rows.items():
@@ -269,16 +265,6 @@ def _fits(task, ids: pa.Array, embeddings) -> np.ndarray | None:
     ):
         return None
     return np.fromiter((fits_on(task, sid, embeddings) for sid in ids.to_pylist()), bool, len(ids))
-
-
-def _array(code: str, parts: list[np.ndarray], dtype) -> array:
-    """The ``parts`` as one array of ``code``, emptying ``parts`` as they are copied (no
-    concatenated copy of the whole plan beside it)."""
-    out = array(code)
-    parts.reverse()
-    while parts:
-        out.frombytes(parts.pop().astype(dtype, copy=False).tobytes())
-    return out
 
 
 __all__ = ["BASE_COLUMNS", "columnar", "fits_on", "plan_by_columns"]
