@@ -91,18 +91,23 @@ def template_dir(template: str | None) -> str | None:
 
 def _is_wrapper(path: Path) -> bool:
     """A folder holding nothing but one folder of its own name (``x/x/``), and perhaps the
-    archive it came from."""
+    archive it came from. Stops at the first entry that rules it out: an image folder of
+    10^5 files is not listed whole (root discovery runs in every convert shard)."""
+    folders = 0
     try:
-        entries = [e for e in os.scandir(path) if not _skipped(e.name)]
+        with os.scandir(path) as entries:
+            for e in entries:
+                if _skipped(e.name):
+                    continue
+                if _is_dir(e):
+                    folders += 1
+                    if folders > 1 or e.name != path.name:
+                        return False
+                elif not e.name.lower().endswith(ARCHIVE_SUFFIXES):
+                    return False
     except OSError:
         return False
-    folders = [e for e in entries if _is_dir(e)]
-    others = [e for e in entries if not _is_dir(e)]
-    return (
-        len(folders) == 1
-        and folders[0].name == path.name
-        and all(e.name.lower().endswith(ARCHIVE_SUFFIXES) for e in others)
-    )
+    return folders == 1
 
 
 def _is_dir(entry: os.DirEntry) -> bool:

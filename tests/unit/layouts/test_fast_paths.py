@@ -331,3 +331,98 @@ def test_frame_rows_look_up_as_loc_does():
     rows = _FrameRows(duplicated)
     assert rows.has(0) and rows.cell(0, "Phase").tolist() == ["A", "A"]
     assert _FrameRows(None).table is None
+
+
+# -- label tables -------------------------------------------------------------------------------
+
+
+def test_label_table_rows_are_pandas_records(tmp_path, monkeypatch):
+    from medvqa_build.layouts import label_table
+    from medvqa_build.layouts.base import ScanContext
+
+    text = (
+        "image,label,site,note\n"
+        "a,polyp,x,\n"  # an empty cell
+        'b,"ulcer, deep",y,NA\n'  # a quoted separator, a missing-value marker
+        "c,nan\n"  # a short row
+        "d,é,z,n/a\n"
+        "e,,,\n"
+    )
+    (tmp_path / "labels.csv").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(label_table, "CHUNK_ROWS", 2)  # rows cross chunks
+    layout = label_table.LabelTable(
+        label_table.LabelTableOptions(
+            table="labels.csv", image_column="image", label_column="label"
+        )
+    )
+    ctx = ScanContext("s", tmp_path, "p", "endoscopy", None)
+    rows = list(layout._read_table(ctx))
+    expected = pd.read_csv(tmp_path / "labels.csv", dtype=str, keep_default_na=False).to_dict(
+        "records"
+    )
+    assert rows == expected and len(rows) == 5
+    assert rows[2] == {"image": "c", "label": "nan", "site": "", "note": ""}
+    assert all(type(v) is str for row in rows for v in row.values())
+
+
+def test_unlisted_lookup_is_sorted_strings_index(monkeypatch):
+    from medvqa_build.layouts import label_table
+    from medvqa_build.store.packed import SortedStrings
+
+    rng = random.Random(0)
+    texts = [f"images/{rng.randrange(500):04d}{rng.choice(['', 'é', '.jpg'])}" for _ in range(300)]
+    known = SortedStrings(texts[::3] + ["zz", "images/0000"])
+    monkeypatch.setattr(label_table, "LOOKUP_BATCH", 7)
+    expected = [t for t in texts if known.index(t) is None]
+    assert list(label_table._not_in(known, texts)) == expected and 0 < len(expected) < 300
+    assert list(label_table._not_in(SortedStrings([]), texts[:5])) == texts[:5]
+    assert list(label_table._not_in(known, [])) == []
+    odd = ["images/\udcff.jpg", texts[0]]  # a file name that is not UTF-8: index() decides
+    with pytest.raises(UnicodeEncodeError):
+        list(label_table._not_in(known, odd))
+
+
+def _is_wrapper_listing_all(path: Path) -> bool:
+    """The wrapper test as it was: every entry listed, then judged."""
+    from medvqa_build.layouts.discovery import ARCHIVE_SUFFIXES, _is_dir, _skipped
+
+    try:
+        entries = [e for e in os.scandir(path) if not _skipped(e.name)]
+    except OSError:
+        return False
+    folders = [e for e in entries if _is_dir(e)]
+    others = [e for e in entries if not _is_dir(e)]
+    return (
+        len(folders) == 1
+        and folders[0].name == path.name
+        and all(e.name.lower().endswith(ARCHIVE_SUFFIXES) for e in others)
+    )
+
+
+@pytest.mark.parametrize(
+    ("entries", "wrapper"),
+    [
+        (["x/"], True),  # x/x/
+        (["x/", "x.zip", ".DS_Store", "__MACOSX/"], True),  # its archive and unzip leftovers
+        (["x/", "X.TAR.GZ"], True),
+        ([".hidden/", "x/"], True),
+        (["x/", "notes.txt"], False),  # a file that is not an archive
+        (["a.jpg", "x/"], False),
+        (["x/", "y/"], False),  # two folders
+        (["y/"], False),  # one folder of another name
+        ([], False),
+        (["x"], False),  # a file named like the folder
+    ],
+)
+def test_wrapper_folders_are_found_as_before(tmp_path, entries, wrapper):
+    from medvqa_build.layouts.discovery import _is_wrapper
+
+    folder = tmp_path / "x"
+    folder.mkdir()
+    for name in entries:
+        if name.endswith("/"):
+            (folder / name).mkdir()
+        else:
+            (folder / name).write_bytes(b"")
+    assert _is_wrapper(folder) == _is_wrapper_listing_all(folder) == wrapper
+    assert not _is_wrapper(tmp_path / "missing")
