@@ -187,12 +187,19 @@ class MaskRef:
         if self.counts is not None and not isinstance(self.counts, RLECounts):
             object.__setattr__(self, "counts", RLECounts(self.counts))
 
-    def to_row(self) -> dict:
+    def to_row(self, arrays: bool = False) -> dict:
+        """The row of the table; with ``arrays``, the RLE counts as an int32 numpy view of
+        them instead of a list of ints (for ``pa.Table.from_pylist``, which reads an array a
+        third of the time a list takes, to the same column)."""
+        if self.counts is None:
+            counts = None
+        else:
+            counts = np.frombuffer(self.counts, np.intc) if arrays else list(self.counts)
         return {
             "path": self.path,
             "value": self.value,
             "size": list(self.size_hw) if self.size_hw is not None else None,
-            "counts": list(self.counts) if self.counts is not None else None,
+            "counts": counts,
         }
 
     @classmethod
@@ -224,11 +231,12 @@ class Region:
         if self.polygon and not isinstance(self.polygon, Polygon):
             object.__setattr__(self, "polygon", Polygon(self.polygon))
 
-    def to_row(self) -> dict:
+    def to_row(self, arrays: bool = False) -> dict:
+        """The row of the table (``arrays``: see :meth:`MaskRef.to_row`)."""
         return {
             "label": self.label,
             "bbox": list(self.bbox) if self.bbox is not None else None,
-            "mask": self.mask.to_row() if self.mask is not None else None,
+            "mask": self.mask.to_row(arrays) if self.mask is not None else None,
             "polygon": _point_rows(self.polygon),
             "points": [list(p) for p in self.points],
             "level": self.level,
@@ -273,7 +281,9 @@ class Sample:
     group_id: str = ""
     split: str | None = None
 
-    def to_row(self) -> dict:
+    def to_row(self, arrays: bool = False) -> dict:
+        """The row of the table (``arrays``: RLE counts as numpy views, see
+        :meth:`MaskRef.to_row`)."""
         return {
             "sample_id": self.sample_id,
             "source": self.source,
@@ -288,7 +298,7 @@ class Sample:
             "scene": self.scene,
             "labels": list(self.labels),
             "attributes": sorted(self.attributes.items()),
-            "regions": [r.to_row() for r in self.regions],
+            "regions": [r.to_row(arrays) for r in self.regions],
             "group_id": self.group_id,
             "split": self.split,
         }

@@ -1,6 +1,7 @@
 """Python objects -> Parquet -> objects, for every column shape the contract has."""
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from medvqa_build.geometry import rle_decode, rle_encode
@@ -100,6 +101,13 @@ def test_samples_round_trip_with_nulls_empty_lists_and_rle(tmp_path):
     assert pq.read_schema(path).remove_metadata() == SAMPLE_SCHEMA
     decoded = rle_decode(back[1].regions[0].mask.size_hw, back[1].regions[0].mask.counts)
     assert (decoded == m).all()
+    # convert's rows hand pyarrow the RLE counts as numpy views: the same table
+    empty_rle = Region("x", mask=MaskRef(size_hw=(2, 2), counts=[]))
+    samples.append(Sample("s:d", "s", "d.jpg", 2, 2, "endoscopy", regions=(empty_rle,)))
+    as_lists = pa.Table.from_pylist([s.to_row() for s in samples], schema=SAMPLE_SCHEMA)
+    with_arrays = [s.to_row(arrays=True) for s in samples]
+    assert isinstance(with_arrays[1]["regions"][0]["mask"]["counts"], np.ndarray)
+    assert pa.Table.from_pylist(with_arrays, schema=SAMPLE_SCHEMA).equals(as_lists)
 
 
 def test_items_round_trip_multi_image_and_geometry(tmp_path):

@@ -194,7 +194,7 @@ def _convert_shard(task: ShardTask) -> dict[str, int]:
             if isinstance(entry, QuarantineEntry):
                 bad.append((part, index, asdict(entry)))
                 continue
-            rows.append({**entry.to_row(), "_part": part, "_index": index})
+            rows.append({**entry.to_row(arrays=True), "_part": part, "_index": index})
             n_samples += 1
             if len(rows) >= BATCH_ROWS:
                 flush()
