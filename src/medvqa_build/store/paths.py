@@ -201,20 +201,32 @@ def tree_fingerprint(root: Path) -> str:
     order, fed to the hash an entry at a time: the list is never held (at 10^6 files it was
     hundreds of MB in the build process) and a path is built once per folder, not once per
     file (issue 35: the convert stage's address is computed for every build, the second
-    folder's too)."""
+    folder's too). An entry whose path ``json.dumps`` leaves as it is (printable ASCII, no
+    quote or backslash) is written out directly, and the hash is fed a folder at a time: the
+    same bytes, at half the CPU."""
     digest = hashlib.sha256(b"[")
-    separator = b""  # json.dumps puts ", " between the list's entries
+    separator = ""  # json.dumps puts ", " between the list's entries
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         if not filenames:
             continue
         folder = Path(dirpath).relative_to(root).as_posix()
         prefix = "" if folder == "." else folder + "/"
+        pieces = []
         for name in sorted(filenames):
             st = os.stat(os.path.join(dirpath, name))
-            digest.update(
-                separator + json.dumps([prefix + name, st.st_size, st.st_mtime_ns]).encode()
-            )
-            separator = b", "
+            rel = prefix + name
+            if _json_plain(rel):
+                pieces.append(f'{separator}["{rel}", {st.st_size}, {st.st_mtime_ns}]')
+            else:
+                pieces.append(separator + json.dumps([rel, st.st_size, st.st_mtime_ns]))
+            separator = ", "
+        digest.update("".join(pieces).encode())
     digest.update(b"]")
     return digest.hexdigest()
+
+
+def _json_plain(text: str) -> bool:
+    """Whether ``json.dumps`` writes ``text`` as itself between quotes (every character from
+    space to ``~``, none of them a quote or a backslash)."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text

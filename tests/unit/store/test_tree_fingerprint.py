@@ -27,6 +27,12 @@ def _tree(root):
     (root / "images" / "b.jpg").write_bytes(b"\xff\xd8bb")
     (root / "images" / "a.jpg").write_bytes(b"\xff\xd8a")
     (root / "images" / "sub" / 'ü "q".png').write_bytes(b"")
+    # names json.dumps escapes: a tab, DEL, a backslash; and one that is not UTF-8
+    for name in ("tab\t.png", "del\x7f.png", "back\\slash.png", "plain ~!.png"):
+        (root / "images" / "sub" / name).write_bytes(b"x")
+    if os.name == "posix":
+        with open(os.fsencode(root / "images") + b"/\xff.png", "wb") as fh:
+            fh.write(b"yy")
     return root
 
 
