@@ -59,7 +59,11 @@ PARALLEL_FROM = 2000  # files under a root from which convert uses every core by
 MERGE_ROWS = 4096  # rows per batch of the merged table
 _KEYS = [("_part", pa.int32()), ("_index", pa.int64())]
 SHARD_SCHEMA = pa.schema(list(SAMPLE_SCHEMA) + [pa.field(n, t) for n, t in _KEYS])
-_SHARD_IPC = ipc.IpcWriteOptions(compression="lz4")
+# one thread: Arrow's pool would start threads to compress and decompress the buffers, and a
+# thread that cannot get its thread-local data under the worker's memory budget (RLIMIT_DATA,
+# max_worker_bytes) aborts the process instead of raising
+_SHARD_IPC = ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+_SHARD_READ = ipc.IpcReadOptions(use_threads=False)
 
 
 @dataclass
@@ -232,7 +236,7 @@ class _ShardReader:
 def _shard_batches(path: Path, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
     """The record batches of one shard file (of :data:`BATCH_ROWS` rows), one at a time."""
     with pa.OSFile(str(path)) as f:
-        reader = ipc.open_file(f)
+        reader = ipc.open_file(f, options=_SHARD_READ)
         for i in range(reader.num_record_batches):
             batch = reader.get_batch(i)
             yield batch.select(columns) if columns is not None else batch
