@@ -58,7 +58,9 @@ def check_text_table(
     """Raise :class:`TableProblem` when ``path`` is over ``max_table_bytes``, holds a NUL byte
     (not a text table: a padded or binary file), a line over ``max_line_chars`` or, given its
     separator, a header naming a column twice; reads the file in 1 MiB chunks, so the check
-    itself holds no more than that."""
+    itself holds no more than that. A NUL byte is the refusal wherever it lies (after a long
+    line too, so the message does not depend on the chunk size): a file with a long line is
+    read to its end (at most ``max_table_bytes``) for one."""
     path = Path(path)
     limits = read_limits()
     size = path.stat().st_size
@@ -66,15 +68,19 @@ def check_text_table(
         raise _over(path, what, f"is {size:,} bytes", "max_table_bytes", limits.max_table_bytes)
     line = 0  # bytes of the current line so far (a byte bound on its characters)
     offset = 0
+    long_at = None  # where the first line over max_line_chars was found
     with path.open("rb") as fh:
         while chunk := fh.read(_CHUNK):
             nul = chunk.find(b"\x00")
-            if nul >= 0:
+            if nul >= 0:  # a NUL anywhere is the refusal, whatever came before it
                 raise TableProblem(
                     f"{what} {path.name} holds a NUL byte at byte {offset + nul:,}: not a text "
                     "table (a padded, cut or binary file); download it again"
                 )
-            if offset == 0 and sep is not None:
+            offset += len(chunk)
+            if long_at is not None:  # only a NUL can change the refusal now
+                continue
+            if offset == len(chunk) and sep is not None:
                 _check_header(path, what, chunk, sep)
             last = chunk.rfind(b"\n")
             first = chunk.find(b"\n")
@@ -82,11 +88,12 @@ def check_text_table(
             if limits.max_line_chars < len(chunk):  # a whole line inside one chunk may be over
                 longest = max(longest, _longest_inner(chunk))
             if longest > limits.max_line_chars:
-                raise _long_line(path, what, offset, limits.max_line_chars)
+                long_at = offset - len(chunk)
             line = len(chunk) - last - 1 if last >= 0 else line + len(chunk)
-            offset += len(chunk)
-    if line > limits.max_line_chars:  # the last line, without a newline
-        raise _long_line(path, what, offset - line, limits.max_line_chars)
+    if long_at is None and line > limits.max_line_chars:  # the last line, without a newline
+        long_at = offset - line
+    if long_at is not None:
+        raise _long_line(path, what, long_at, limits.max_line_chars)
 
 
 def _long_line(path: Path, what: str, near: int, limit: int) -> TableProblem:
