@@ -13,6 +13,7 @@ from ..records import Item, Negatives
 from ..vocab import LETTERS
 from .base import Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import BoxPool, pool_distractor_boxes
+from .columns import Columns, region_columns
 
 YES, NO = "Yes", "No"
 
@@ -125,6 +126,32 @@ def region_candidates(samples, labels: Sequence[str] = ()) -> list[Candidate]:
             if region.bbox is not None and (not only or region.label in only):
                 out.append(Candidate(s, region.label, region, k))
     return out
+
+
+class RegionBoxCandidates:
+    """Mixin of the tasks that ask about a region's box (grounding, selection): one candidate
+    per region with a box (of ``params.labels`` when given), planned from the ``regions``
+    column (:mod:`.columns`) with the image sizes their box pool reads."""
+
+    params: dict
+
+    @classmethod
+    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
+        return [{"regions"}]
+
+    def candidates(self, samples) -> list[Candidate]:
+        return region_candidates(samples, self.params.get("labels", ()))
+
+    plan_columns = (
+        "regions.list.element.label",
+        "regions.list.element.bbox",
+        "width",
+        "height",
+    )
+
+    def column_candidates(self, batch, pool) -> Columns:
+        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
+        return region_columns(batch, pool, self.params.get("labels", ()))
 
 
 def other_boxes(cand: Candidate) -> list[tuple[float, float, float, float]]:

@@ -16,14 +16,13 @@ from collections.abc import Sequence
 from ..records import DrawnShape, Item, Sample
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import ScansBoxes
-from .columns import Columns, region_columns
-from .common import choice_item, distractor_boxes, region_candidates, templated
+from .common import RegionBoxCandidates, choice_item, distractor_boxes, templated
 
 COLOR_NAMES = ("red", "blue", "yellow", "green")  # render.COLORS, in EndoBench's option words
 
 
 @TASKS.register("region_selection")
-class RegionSelection(ScansBoxes, TaskGenerator):
+class RegionSelection(ScansBoxes, RegionBoxCandidates, TaskGenerator):
     per_sample = True  # candidates from one sample at a time: the pool is streamed
     answer_is_truth = False  # the answer is a colour
     name = "region_selection"
@@ -36,24 +35,6 @@ class RegionSelection(ScansBoxes, TaskGenerator):
         "Which outlined region in this image contains the {finding}? Answer with the box's colour.",
         "The image shows four outlined areas. Which of them marks the {finding}?",
     )
-
-    @classmethod
-    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
-        return [{"regions"}]
-
-    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        return region_candidates(samples, self.params.get("labels", ()))
-
-    plan_columns = (
-        "regions.list.element.label",
-        "regions.list.element.bbox",
-        "width",
-        "height",
-    )
-
-    def column_candidates(self, batch, pool) -> Columns:
-        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
-        return region_columns(batch, pool, self.params.get("labels", ()))
 
     def vocabulary(self, samples: Sequence[Sample]) -> list[str]:
         return list(COLOR_NAMES)

@@ -6,18 +6,15 @@ recipe's ``coord_format`` (EndoBench: ``abs``, "[x1, y1, x2, y2]" in pixels)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..geometry import COORD_HINTS, format_box
-from ..records import Item, Sample
+from ..records import Item
 from .base import TASKS, Candidate, GenContext, ItemProblem, TaskGenerator
 from .box_options import GeometryBalance, ScansBoxes
-from .columns import Columns, region_columns
-from .common import choice_item, distractor_boxes, region_candidates, templated
+from .common import RegionBoxCandidates, choice_item, distractor_boxes, templated
 
 
 @TASKS.register("visual_grounding")
-class VisualGrounding(ScansBoxes, TaskGenerator):
+class VisualGrounding(ScansBoxes, RegionBoxCandidates, TaskGenerator):
     per_sample = True  # candidates from one sample at a time: the pool is streamed
     answer_is_truth = False  # the answer is a box
     name = "visual_grounding"
@@ -31,24 +28,6 @@ class VisualGrounding(ScansBoxes, TaskGenerator):
         "Which region of this image contains the {finding}?",
         "Find the {finding} in this image and select its bounding box.",
     )
-
-    @classmethod
-    def requirements(cls, params: dict, prompt_level: str) -> list[set[str]]:
-        return [{"regions"}]
-
-    def candidates(self, samples: Sequence[Sample]) -> list[Candidate]:
-        return region_candidates(samples, self.params.get("labels", ()))
-
-    plan_columns = (
-        "regions.list.element.label",
-        "regions.list.element.bbox",
-        "width",
-        "height",
-    )
-
-    def column_candidates(self, batch, pool) -> Columns:
-        """:meth:`candidates` from the ``regions`` column (:mod:`.columns`)."""
-        return region_columns(batch, pool, self.params.get("labels", ()))
 
     def answer_key(self, candidate: Candidate) -> None:
         return None  # the answer is the region's own box: never a repeat
